@@ -1,0 +1,36 @@
+// Subcommand entry points and the small argument parser they share.
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+// Each subcommand: argv[0] is the subcommand name. Returns the exit status
+// (0 ok, 1 failure, 2 usage error).
+int cmd_init(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+// Argument parsing: options are "--name value" or "--name=value".
+typedef struct {
+    int argc;
+    char **argv;
+    int i;             // current index
+    const char *cmd;   // for messages
+} pt_argparse;
+
+void argp_init(pt_argparse *p, int argc, char **argv);
+// Returns the next option name (e.g. "--seed") or NULL when done. Positional
+// arguments are returned as-is (not starting with "--").
+const char *argp_next(pt_argparse *p);
+// Value of the option just returned (from "=value" or the next argv); exits
+// with a usage error if missing.
+const char *argp_value(pt_argparse *p);
+int64_t argp_int(pt_argparse *p);
+double argp_double(pt_argparse *p);
+// Prints "portatrain CMD: unknown option X" and returns 2.
+int argp_unknown(pt_argparse *p, const char *opt);
+
+// Prints "portatrain: error: <last error>" and returns 1.
+int cli_fail(void);
+int cli_usage_error(const char *cmd, const char *fmt, ...);

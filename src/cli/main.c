@@ -1,0 +1,38 @@
+// portatrain: Qwen3 training and cross-platform acceptance in C.
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"init", cmd_init, "write a randomly initialised Qwen3 model directory (HF format)"},
+    {"train", cmd_train, "train a Qwen3 model on a token shard"},
+    {"eval", cmd_eval, "evaluate a model's loss on a token shard"},
+    {"tokenizer", cmd_tokenizer, "encode/decode text with an HF tokenizer.json"},
+    {"tokenize", cmd_tokenize, "turn a text corpus into token shards"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: portatrain <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nportatrain <command> --help shows a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "portatrain: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,95 @@
+#include "util/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char g_error[1024];
+static bool g_quiet = false;
+
+void pt_set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_error, sizeof g_error, fmt, ap);
+    va_end(ap);
+    // Keep it one line: a message is printed as a single line by the CLI.
+    for (char *p = g_error; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+}
+
+void pt_prefix_error(const char *fmt, ...) {
+    char prefix[512], old[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    snprintf(old, sizeof old, "%s", g_error);
+    snprintf(g_error, sizeof g_error, "%s%s", prefix, old);
+}
+
+const char *pt_last_error(void) { return g_error[0] ? g_error : "unknown error"; }
+void pt_clear_error(void) { g_error[0] = 0; }
+
+static void die_oom(size_t n) {
+    fprintf(stderr, "portatrain: error: out of memory allocating %zu bytes\n", n);
+    exit(1);
+}
+
+void *pt_malloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die_oom(n);
+    return p;
+}
+void *pt_calloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) die_oom(count * size);
+    return p;
+}
+void *pt_realloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die_oom(n);
+    return q;
+}
+char *pt_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = pt_malloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+void *pt_aligned_alloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) die_oom(n);
+    return p;
+}
+void pt_aligned_free(void *p) { free(p); }
+
+void pt_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("portatrain: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+void pt_info(const char *fmt, ...) {
+    if (g_quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+void pt_set_quiet(bool quiet) { g_quiet = quiet; }
+
+double pt_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+double pt_wall_time_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,153 @@
+#include "util/fileio.h"
+#include "util/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *pt_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        pt_set_error("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = pt_malloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            buf = pt_realloc(buf, cap + 1);
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        pt_set_error("%s: read error", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int pt_write_all(int fd, const void *data, size_t len, const char *path) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            pt_set_error("%s: write failed: %s", path, strerror(errno));
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int pt_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        pt_set_error("%s: cannot open directory: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = fsync(fd);
+    close(fd);
+    if (rc != 0) {
+        pt_set_error("%s: fsync failed: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int pt_write_file_atomic(const char *path, const void *data, size_t len) {
+    size_t n = strlen(path);
+    char *tmp = pt_malloc(n + 16);
+    snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        pt_set_error("%s: cannot create temporary file: %s", path, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    if (pt_write_all(fd, data, len, path) != 0 || fsync(fd) != 0) {
+        if (!strstr(pt_last_error(), path)) pt_set_error("%s: fsync failed: %s", path, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    fchmod(fd, 0644);
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        pt_set_error("%s: rename failed: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    // fsync the directory so the rename itself is durable.
+    char *dir = pt_strdup(path);
+    char *slash = strrchr(dir, '/');
+    int rc = 0;
+    if (slash) {
+        if (slash == dir) slash[1] = 0; else *slash = 0;
+        rc = pt_fsync_dir(dir);
+    } else {
+        rc = pt_fsync_dir(".");
+    }
+    free(dir);
+    return rc;
+}
+
+int pt_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+int pt_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int pt_mkdir_p(const char *dir) {
+    char *tmp = pt_strdup(dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+            pt_set_error("%s: cannot create directory: %s", tmp, strerror(errno));
+            free(tmp);
+            return -1;
+        }
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+        pt_set_error("%s: cannot create directory: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    if (!pt_is_dir(dir)) {
+        pt_set_error("%s: exists and is not a directory", dir);
+        return -1;
+    }
+    return 0;
+}
+
+char *pt_path_join(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *r = pt_malloc(na + nb + 2);
+    memcpy(r, a, na);
+    size_t k = na;
+    if (na > 0 && a[na - 1] != '/') r[k++] = '/';
+    memcpy(r + k, b, nb + 1);
+    return r;
+}

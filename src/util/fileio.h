@@ -1,0 +1,19 @@
+// File helpers: whole-file reads, durable writes, directories.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+// Reads a whole file; returns NULL (error set, naming the path) on failure.
+// The buffer is NUL-terminated (not counted in *len).
+char *pt_read_file(const char *path, size_t *len);
+// Writes `len` bytes to `path` via a temporary file + fsync + rename, so a
+// crash never leaves a half-written file under the final name.
+int pt_write_file_atomic(const char *path, const void *data, size_t len);
+// write(2) loop; names the path in the error.
+int pt_write_all(int fd, const void *data, size_t len, const char *path);
+int pt_fsync_dir(const char *dir);
+int pt_mkdir_p(const char *dir);
+int pt_is_dir(const char *path);
+int pt_file_exists(const char *path);
+// path join into a malloc'd string
+char *pt_path_join(const char *a, const char *b);

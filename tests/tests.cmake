@@ -1,0 +1,37 @@
+# Every tests/test_*.c is a test executable, every tests/test_*.sh a CLI test.
+# Tests find the binary, the sources and ../shared through the environment.
+set(PT_TEST_ENV
+  "PORTATRAIN=$<TARGET_FILE:portatrain>"
+  "PT_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+  "PT_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared"
+  "PT_BUILD_DIR=${CMAKE_BINARY_DIR}"
+  "OMP_NUM_THREADS=2")
+
+file(GLOB c_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+foreach(src ${c_tests})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src} ${CMAKE_SOURCE_DIR}/tests/testutil.c)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE pt_all)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)
+endforeach()
+
+file(GLOB sh_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.sh)
+foreach(src ${sh_tests})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME ${name} COMMAND bash ${src})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)
+endforeach()
+
+# The double-precision gradient check: the model and reference kernels compiled
+# again with real_t = double (src/util/common.h).
+file(GLOB gc_srcs CONFIGURE_DEPENDS
+  ${CMAKE_SOURCE_DIR}/src/util/*.c ${CMAKE_SOURCE_DIR}/src/backend/cpu_ref.c
+  ${CMAKE_SOURCE_DIR}/src/backend/backend.c ${CMAKE_SOURCE_DIR}/src/model/*.c)
+add_executable(gradcheck_double ${CMAKE_SOURCE_DIR}/tests/gradcheck.c ${CMAKE_SOURCE_DIR}/tests/testutil.c ${gc_srcs})
+target_compile_definitions(gradcheck_double PRIVATE PT_REAL_DOUBLE PT_BACKEND_REF_ONLY)
+target_include_directories(gradcheck_double PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(gradcheck_double PRIVATE PkgConfig::CJSON OpenSSL::Crypto OpenMP::OpenMP_C ${MATH_LIB})
+add_test(NAME gradcheck_double COMMAND gradcheck_double)
+set_tests_properties(gradcheck_double PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)

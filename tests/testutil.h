@@ -1,0 +1,28 @@
+// Minimal test harness: CHECK macros that count failures, and helpers.
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int pt_test_failures;
+extern int pt_test_checks;
+
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        pt_test_checks++;                                                 \
+        if (!(cond)) {                                                    \
+            pt_test_failures++;                                           \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                 \
+            fputc('\n', stderr);                                          \
+        }                                                                 \
+    } while (0)
+
+// Returns the process exit status: prints a summary line.
+int test_summary(const char *name);
+// $PT_SOURCE_DIR / $PT_SHARED_DIR with a relative path appended (malloc'd).
+char *test_source_path(const char *rel);
+char *test_shared_path(const char *rel);
+// A fresh temporary directory (mkdtemp under $TMPDIR or /tmp).
+char *test_tmpdir(const char *tag);
+// Runs a shell command; returns its exit status; captures stderr into *err (malloc'd) if err.
+int test_run(const char *cmd, char **out, char **err);
