@@ -36,3 +36,13 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
 }
+
+// Placeholders until the tokenizer commands land (overridden by strong definitions).
+__attribute__((weak)) int cmd_tokenizer(int argc, char **argv) {
+    fprintf(stderr, "portatrain: tokenizer command not built\n");
+    return 2;
+}
+__attribute__((weak)) int cmd_tokenize(int argc, char **argv) {
+    fprintf(stderr, "portatrain: tokenize command not built\n");
+    return 2;
+}

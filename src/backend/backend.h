@@ -1,0 +1,106 @@
+// The backend interface: every kernel the model needs, plus memory.
+//
+// The model code (src/model) calls kernels only through this table, so a new
+// backend (fast CPU, CUDA, OpenCL) plugs in without model changes. Pointers
+// passed to kernels are backend memory from alloc(); the model does pointer
+// arithmetic on them but never dereferences them (host <-> backend transfers
+// go through upload/download). Shapes are in the comments, row-major.
+//
+// Gradient kernels ACCUMULATE (+=) into weight gradients and into `dinp`
+// unless stated otherwise, so shared inputs (x feeding q/k/v) and gradient
+// accumulation need no extra adds; the caller zeroes what it must.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/common.h"
+
+typedef struct pt_backend pt_backend;
+
+struct pt_backend {
+    const char *name;
+    char device[256];   // human-readable device description
+    void *impl;         // backend-private state
+
+    // ---- memory ----
+    void *(*alloc)(pt_backend *be, size_t bytes);  // zero-filled
+    void (*free)(pt_backend *be, void *p);
+    void (*upload)(pt_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(pt_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(pt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(pt_backend *be, void *dst, size_t bytes);
+    void (*synchronize)(pt_backend *be);
+    void (*destroy)(pt_backend *be);
+
+    // ---- kernels ----
+    // out[N,C] = wte[ids[n], :]
+    void (*embedding_forward)(pt_backend *be, real_t *out, const int32_t *ids, const real_t *wte, int N, int C);
+    // dwte[ids[n], :] += dout[n, :]
+    void (*embedding_backward)(pt_backend *be, real_t *dwte, const real_t *dout, const int32_t *ids, int N, int C);
+
+    // out[N,OC] = inp[N,C] @ w[OC,C]^T
+    void (*matmul_forward)(pt_backend *be, real_t *out, const real_t *inp, const real_t *w, int N, int C, int OC);
+    // dinp[N,C] += dout @ w (skipped when dinp is NULL); dw[OC,C] += dout^T @ inp
+    void (*matmul_backward)(pt_backend *be, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                            const real_t *w, int N, int C, int OC);
+
+    // RMSNorm over rows of C: rstd[n] = 1/sqrt(mean(x^2)+eps); out = w * (x * rstd)
+    void (*rmsnorm_forward)(pt_backend *be, real_t *out, real_t *rstd, const real_t *inp, const real_t *w, int N,
+                            int C, float eps);
+    // dinp[N,C] += ...; dw[C] += ...
+    void (*rmsnorm_backward)(pt_backend *be, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                             const real_t *w, const real_t *rstd, int N, int C);
+
+    // Rotary embedding, rotate-half convention, on x[B,T,NH,D] with tables
+    // cos/sin[T,D] (position t = row t). out may alias inp.
+    void (*rope_forward)(pt_backend *be, real_t *out, const real_t *inp, const real_t *cos, const real_t *sin,
+                         int B, int T, int NH, int D);
+    // dinp = R^T dout (overwrites; may alias dout)
+    void (*rope_backward)(pt_backend *be, real_t *dinp, const real_t *dout, const real_t *cos, const real_t *sin,
+                          int B, int T, int NH, int D);
+
+    // Causal GQA attention. q[B,T,H,D], k,v[B,T,KV,D] -> out[B,T,H,D];
+    // KV head j serves query heads j*(H/KV) .. (j+1)*(H/KV)-1; scale D^-0.5.
+    // `saved` holds whatever the backward needs (attention_saved_floats).
+    size_t (*attention_saved_floats)(pt_backend *be, int B, int T, int H, int D);
+    void (*attention_forward)(pt_backend *be, real_t *out, real_t *saved, const real_t *q, const real_t *k,
+                              const real_t *v, int B, int T, int H, int KV, int D);
+    // dq, dk, dv are OVERWRITTEN.
+    void (*attention_backward)(pt_backend *be, real_t *dq, real_t *dk, real_t *dv, const real_t *dout,
+                               const real_t *q, const real_t *k, const real_t *v, const real_t *out,
+                               const real_t *saved, int B, int T, int H, int KV, int D);
+
+    // out[n] = silu(gate[n]) * up[n]
+    void (*swiglu_forward)(pt_backend *be, real_t *out, const real_t *gate, const real_t *up, size_t n);
+    // dgate, dup OVERWRITTEN
+    void (*swiglu_backward)(pt_backend *be, real_t *dgate, real_t *dup, const real_t *dout, const real_t *gate,
+                            const real_t *up, size_t n);
+
+    // out = a + b (out may alias a)
+    void (*add)(pt_backend *be, real_t *out, const real_t *a, const real_t *b, size_t n);
+
+    // Fused lm_head + cross-entropy over rows: logits = inp[N,C] @ w[V,C]^T,
+    // loss_n = logsumexp(logits_n) - logits_n[target_n] for target_n != -100.
+    // Returns in *loss_sum (host) the sum of loss_n over counted rows. With
+    // dinp != NULL: dinp[N,C] is OVERWRITTEN with scale * d(sum loss)/d inp and
+    // dw[V,C] += scale * d(sum loss)/dw. Never needs the full [N,V] logits.
+    void (*lm_head_xent)(pt_backend *be, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
+                         const real_t *w, const int32_t *targets, int N, int C, int V, float scale);
+
+    // ---- optimizer ----
+    // sum of squares of g[0..n) into *out (host), in a fixed (deterministic) order
+    void (*sum_squares)(pt_backend *be, double *out, const real_t *g, size_t n);
+    void (*scale)(pt_backend *be, real_t *x, float s, size_t n);
+    // PyTorch AdamW (decoupled decay, bias correction, eps outside sqrt), step t >= 1
+    void (*adamw)(pt_backend *be, real_t *p, const real_t *g, real_t *m, real_t *v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int t);
+};
+
+// "cpu-ref" (and later "cpu", "cuda", "opencl[:p:d]"). NULL + error if unknown
+// or unavailable.
+pt_backend *pt_backend_create(const char *spec);
+void pt_backend_destroy(pt_backend *be);
+// Comma-separated list of the backends compiled in.
+const char *pt_backend_list(void);
+
+pt_backend *pt_backend_cpu_ref_create(void);

@@ -1,0 +1,418 @@
+// cpu-ref: the reference backend. Plain C, straightforward loops, OpenMP only
+// over independent outputs with every reduction done serially in a fixed
+// order, so results are bitwise identical across runs and thread counts.
+#include "backend/backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Accumulator type for reductions: double in the double build, float otherwise
+// (matching fp32 frameworks); loss and norm sums are always double.
+typedef real_t acc_t;
+
+static void *ref_alloc(pt_backend *be, size_t bytes) {
+    void *p = pt_aligned_alloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+static void ref_free(pt_backend *be, void *p) { pt_aligned_free(p); }
+static void ref_memcpy(pt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes) memmove(dst, src, bytes);
+}
+static void ref_zero(pt_backend *be, void *dst, size_t bytes) {
+    if (bytes) memset(dst, 0, bytes);
+}
+static void ref_sync(pt_backend *be) {}
+static void ref_destroy(pt_backend *be) { free(be); }
+
+static void ref_embedding_forward(pt_backend *be, real_t *out, const int32_t *ids, const real_t *wte, int N,
+                                  int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(real_t) * C);
+}
+
+static void ref_embedding_backward(pt_backend *be, real_t *dwte, const real_t *dout, const int32_t *ids, int N,
+                                   int C) {
+    // Serial over rows: several rows may share a token id.
+    for (int n = 0; n < N; n++) {
+        real_t *d = dwte + (size_t)ids[n] * C;
+        const real_t *g = dout + (size_t)n * C;
+        for (int c = 0; c < C; c++) d[c] += g[c];
+    }
+}
+
+static void ref_matmul_forward(pt_backend *be, real_t *out, const real_t *inp, const real_t *w, int N, int C,
+                               int OC) {
+#pragma omp parallel for collapse(2)
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            const real_t *x = inp + (size_t)n * C, *wr = w + (size_t)o * C;
+            acc_t s = 0;
+            for (int c = 0; c < C; c++) s += x[c] * wr[c];
+            out[(size_t)n * OC + o] = s;
+        }
+}
+
+static void ref_matmul_backward(pt_backend *be, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                                const real_t *w, int N, int C, int OC) {
+    if (dinp) {
+#pragma omp parallel for
+        for (int n = 0; n < N; n++) {
+            real_t *dx = dinp + (size_t)n * C;
+            const real_t *g = dout + (size_t)n * OC;
+            for (int c = 0; c < C; c++) {
+                acc_t s = 0;
+                for (int o = 0; o < OC; o++) s += g[o] * w[(size_t)o * C + c];
+                dx[c] += s;
+            }
+        }
+    }
+#pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        real_t *dwr = dw + (size_t)o * C;
+        for (int c = 0; c < C; c++) {
+            acc_t s = 0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o] * inp[(size_t)n * C + c];
+            dwr[c] += s;
+        }
+    }
+}
+
+static void ref_rmsnorm_forward(pt_backend *be, real_t *out, real_t *rstd, const real_t *inp, const real_t *w,
+                                int N, int C, float eps) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real_t *x = inp + (size_t)n * C;
+        acc_t ss = 0;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        real_t r = (real_t)1 / sqrt(ss / C + (real_t)eps);
+        rstd[n] = r;
+        real_t *y = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
+    }
+}
+
+static void ref_rmsnorm_backward(pt_backend *be, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                                 const real_t *w, const real_t *rstd, int N, int C) {
+    // y = w * xhat, xhat = x * r: dx = r * (g*w - xhat * mean(g*w*xhat))
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real_t *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+        real_t r = rstd[n];
+        acc_t dot = 0;
+        for (int c = 0; c < C; c++) dot += g[c] * w[c] * (x[c] * r);
+        real_t m = dot / C;
+        real_t *dx = dinp + (size_t)n * C;
+        for (int c = 0; c < C; c++) dx[c] += r * (g[c] * w[c] - (x[c] * r) * m);
+    }
+#pragma omp parallel for
+    for (int c = 0; c < C; c++) {
+        acc_t s = 0;
+        for (int n = 0; n < N; n++) s += dout[(size_t)n * C + c] * (inp[(size_t)n * C + c] * rstd[n]);
+        dw[c] += s;
+    }
+}
+
+static void ref_rope_forward(pt_backend *be, real_t *out, const real_t *inp, const real_t *cos, const real_t *sin,
+                             int B, int T, int NH, int D) {
+    const int h = D / 2;
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const real_t *cs = cos + (size_t)t * D, *sn = sin + (size_t)t * D;
+            for (int hd = 0; hd < NH; hd++) {
+                size_t base = (((size_t)b * T + t) * NH + hd) * D;
+                real_t tmp[D];
+                for (int i = 0; i < D; i++) {
+                    real_t rot = i < h ? -inp[base + i + h] : inp[base + i - h];
+                    tmp[i] = inp[base + i] * cs[i] + rot * sn[i];
+                }
+                memcpy(out + base, tmp, sizeof tmp);
+            }
+        }
+}
+
+static void ref_rope_backward(pt_backend *be, real_t *dinp, const real_t *dout, const real_t *cos,
+                              const real_t *sin, int B, int T, int NH, int D) {
+    const int h = D / 2;
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const real_t *cs = cos + (size_t)t * D, *sn = sin + (size_t)t * D;
+            for (int hd = 0; hd < NH; hd++) {
+                size_t base = (((size_t)b * T + t) * NH + hd) * D;
+                real_t tmp[D];
+                for (int j = 0; j < D; j++) {
+                    real_t g = dout[base + j] * cs[j];
+                    if (j < h) g += dout[base + j + h] * sn[j + h];
+                    else g -= dout[base + j - h] * sn[j - h];
+                    tmp[j] = g;
+                }
+                memcpy(dinp + base, tmp, sizeof tmp);
+            }
+        }
+}
+
+// saved = softmax probabilities [B,H,T,T] (zeros above the diagonal)
+static size_t ref_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) {
+    return (size_t)B * H * T * T;
+}
+
+static void ref_attention_forward(pt_backend *be, real_t *out, real_t *saved, const real_t *q, const real_t *k,
+                                  const real_t *v, int B, int T, int H, int KV, int D) {
+    const int g = H / KV;
+    const real_t scale = (real_t)1 / sqrt((real_t)D);
+#pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++)
+            for (int t = 0; t < T; t++) {
+                const int kvh = hh / g;
+                const real_t *qv = q + (((size_t)b * T + t) * H + hh) * D;
+                real_t *p = saved + (((size_t)b * H + hh) * T + t) * T;
+                real_t mx = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const real_t *kv = k + (((size_t)b * T + s) * KV + kvh) * D;
+                    acc_t dot = 0;
+                    for (int i = 0; i < D; i++) dot += qv[i] * kv[i];
+                    p[s] = dot * scale;
+                    if (p[s] > mx) mx = p[s];
+                }
+                acc_t sum = 0;
+                for (int s = 0; s <= t; s++) {
+                    p[s] = exp(p[s] - mx);
+                    sum += p[s];
+                }
+                for (int s = 0; s <= t; s++) p[s] /= sum;
+                for (int s = t + 1; s < T; s++) p[s] = 0;
+                real_t *o = out + (((size_t)b * T + t) * H + hh) * D;
+                for (int i = 0; i < D; i++) {
+                    acc_t a = 0;
+                    for (int s = 0; s <= t; s++) a += p[s] * v[(((size_t)b * T + s) * KV + kvh) * D + i];
+                    o[i] = a;
+                }
+            }
+}
+
+static void ref_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_t *dv, const real_t *dout,
+                                   const real_t *q, const real_t *k, const real_t *v, const real_t *out,
+                                   const real_t *saved, int B, int T, int H, int KV, int D) {
+    const int g = H / KV;
+    const real_t scale = (real_t)1 / sqrt((real_t)D);
+    // dscores[b,h,t,s] = p * (dp - sum_s' p dp), dp = dout . v
+    real_t *ds = pt_aligned_alloc(sizeof(real_t) * (size_t)B * H * T * T);
+#pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++)
+            for (int t = 0; t < T; t++) {
+                const int kvh = hh / g;
+                const real_t *p = saved + (((size_t)b * H + hh) * T + t) * T;
+                const real_t *go = dout + (((size_t)b * T + t) * H + hh) * D;
+                real_t *d = ds + (((size_t)b * H + hh) * T + t) * T;
+                acc_t rowdot = 0;
+                for (int s = 0; s <= t; s++) {
+                    const real_t *vv = v + (((size_t)b * T + s) * KV + kvh) * D;
+                    acc_t dp = 0;
+                    for (int i = 0; i < D; i++) dp += go[i] * vv[i];
+                    d[s] = dp;
+                    rowdot += p[s] * dp;
+                }
+                for (int s = 0; s <= t; s++) d[s] = p[s] * (d[s] - rowdot) * scale;
+                for (int s = t + 1; s < T; s++) d[s] = 0;
+                // dq[t] = sum_s ds[t,s] k[s]
+                real_t *gq = dq + (((size_t)b * T + t) * H + hh) * D;
+                for (int i = 0; i < D; i++) {
+                    acc_t a = 0;
+                    for (int s = 0; s <= t; s++) a += d[s] * k[(((size_t)b * T + s) * KV + kvh) * D + i];
+                    gq[i] = a;
+                }
+            }
+    // dk[s] = sum_{heads in group} sum_{t>=s} ds[t,s] q[t]; dv[s] = sum p[t,s] dout[t]
+#pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++)
+        for (int kvh = 0; kvh < KV; kvh++)
+            for (int s = 0; s < T; s++) {
+                real_t *gk = dk + (((size_t)b * T + s) * KV + kvh) * D;
+                real_t *gv = dv + (((size_t)b * T + s) * KV + kvh) * D;
+                for (int i = 0; i < D; i++) {
+                    acc_t ak = 0, av = 0;
+                    for (int hh = kvh * g; hh < (kvh + 1) * g; hh++)
+                        for (int t = s; t < T; t++) {
+                            size_t pi = (((size_t)b * H + hh) * T + t) * T + s;
+                            size_t qi = (((size_t)b * T + t) * H + hh) * D + i;
+                            ak += ds[pi] * q[qi];
+                            av += saved[pi] * dout[qi];
+                        }
+                    gk[i] = ak;
+                    gv[i] = av;
+                }
+            }
+    pt_aligned_free(ds);
+}
+
+static inline real_t silu(real_t x) { return x / (1 + exp(-x)); }
+
+static void ref_swiglu_forward(pt_backend *be, real_t *out, const real_t *gate, const real_t *up, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) out[i] = silu(gate[i]) * up[i];
+}
+
+static void ref_swiglu_backward(pt_backend *be, real_t *dgate, real_t *dup, const real_t *dout, const real_t *gate,
+                                const real_t *up, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        real_t x = gate[i];
+        real_t sg = 1 / (1 + exp(-x));
+        real_t s = x * sg;
+        dup[i] = dout[i] * s;
+        dgate[i] = dout[i] * up[i] * (sg * (1 + x * (1 - sg)));
+    }
+}
+
+static void ref_add(pt_backend *be, real_t *out, const real_t *a, const real_t *b, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// Rows are processed in chunks: the chunk's logits/probabilities are the only
+// [rows x V] buffer, and dw is accumulated chunk by chunk in row order.
+#define XENT_CHUNK 32
+static void ref_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
+                             const real_t *w, const int32_t *targets, int N, int C, int V, float scale) {
+    real_t *lg = pt_aligned_alloc(sizeof(real_t) * (size_t)XENT_CHUNK * V);
+    double *row_loss = pt_calloc(N, sizeof(double));
+    for (int n0 = 0; n0 < N; n0 += XENT_CHUNK) {
+        int nc = PT_MIN(XENT_CHUNK, N - n0);
+#pragma omp parallel for
+        for (int r = 0; r < nc; r++) {
+            const int n = n0 + r;
+            const real_t *x = inp + (size_t)n * C;
+            real_t *l = lg + (size_t)r * V;
+            for (int vv = 0; vv < V; vv++) {
+                const real_t *wr = w + (size_t)vv * C;
+                acc_t s = 0;
+                for (int c = 0; c < C; c++) s += x[c] * wr[c];
+                l[vv] = s;
+            }
+            int t = targets[n];
+            if (t < 0) {  // ignored row (-100): no loss, no gradient
+                for (int vv = 0; vv < V; vv++) l[vv] = 0;
+                continue;
+            }
+            real_t mx = -INFINITY;
+            for (int vv = 0; vv < V; vv++) mx = l[vv] > mx ? l[vv] : mx;
+            double se = 0;
+            for (int vv = 0; vv < V; vv++) se += exp((double)(l[vv] - mx));
+            double lse = (double)mx + log(se);
+            row_loss[n] = lse - (double)l[t];
+            if (dinp) {
+                for (int vv = 0; vv < V; vv++) l[vv] = (real_t)(exp((double)l[vv] - lse)) * scale;
+                l[t] -= scale;
+            }
+        }
+        if (!dinp) continue;
+        // dinp rows (overwrite) and dw (+=, row order within the chunk)
+#pragma omp parallel for
+        for (int r = 0; r < nc; r++) {
+            real_t *dx = dinp + (size_t)(n0 + r) * C;
+            const real_t *l = lg + (size_t)r * V;
+            for (int c = 0; c < C; c++) {
+                acc_t s = 0;
+                for (int vv = 0; vv < V; vv++) s += l[vv] * w[(size_t)vv * C + c];
+                dx[c] = s;
+            }
+        }
+#pragma omp parallel for
+        for (int vv = 0; vv < V; vv++) {
+            real_t *dwr = dw + (size_t)vv * C;
+            for (int r = 0; r < nc; r++) {
+                real_t gv = lg[(size_t)r * V + vv];
+                if (gv == 0) continue;
+                const real_t *x = inp + (size_t)(n0 + r) * C;
+                for (int c = 0; c < C; c++) dwr[c] += gv * x[c];
+            }
+        }
+    }
+    double total = 0;
+    for (int n = 0; n < N; n++) total += row_loss[n];
+    *loss_sum = total;
+    free(row_loss);
+    pt_aligned_free(lg);
+}
+
+static void ref_sum_squares(pt_backend *be, double *out, const real_t *g, size_t n) {
+    // Fixed blocks summed in order: deterministic for any thread count.
+    enum { BLK = 4096 };
+    size_t nb = (n + BLK - 1) / BLK;
+    double *part = pt_calloc(nb ? nb : 1, sizeof(double));
+#pragma omp parallel for
+    for (size_t b = 0; b < nb; b++) {
+        double s = 0;
+        size_t end = PT_MIN(n, (b + 1) * BLK);
+        for (size_t i = b * BLK; i < end; i++) s += (double)g[i] * (double)g[i];
+        part[b] = s;
+    }
+    double s = 0;
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    free(part);
+    *out = s;
+}
+
+static void ref_scale(pt_backend *be, real_t *x, float s, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void ref_adamw(pt_backend *be, real_t *p, const real_t *g, real_t *m, real_t *v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int t) {
+    // Same operation order as torch.optim.AdamW (single-tensor path).
+    const real_t decay = (real_t)(1.0 - (double)lr * weight_decay);
+    const real_t w1 = (real_t)(1.0 - beta1), b2 = beta2, w2 = (real_t)(1.0 - beta2);
+    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+    const real_t step_size = (real_t)(lr / bc1);
+    const real_t bc2_sqrt = (real_t)sqrt(bc2);
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        real_t gi = g[i];
+        p[i] *= decay;
+        m[i] += w1 * (gi - m[i]);
+        v[i] = v[i] * b2 + w2 * (gi * gi);
+        real_t denom = sqrt(v[i]) / bc2_sqrt + (real_t)eps;
+        p[i] += -step_size * (m[i] / denom);
+    }
+}
+
+pt_backend *pt_backend_cpu_ref_create(void) {
+    pt_backend *be = pt_calloc(1, sizeof *be);
+    be->name = "cpu-ref";
+    snprintf(be->device, sizeof be->device, "host CPU (reference kernels, %s)",
+             sizeof(real_t) == 8 ? "fp64" : "fp32");
+    be->alloc = ref_alloc;
+    be->free = ref_free;
+    be->upload = ref_memcpy;
+    be->download = ref_memcpy;
+    be->copy = ref_memcpy;
+    be->zero = ref_zero;
+    be->synchronize = ref_sync;
+    be->destroy = ref_destroy;
+    be->embedding_forward = ref_embedding_forward;
+    be->embedding_backward = ref_embedding_backward;
+    be->matmul_forward = ref_matmul_forward;
+    be->matmul_backward = ref_matmul_backward;
+    be->rmsnorm_forward = ref_rmsnorm_forward;
+    be->rmsnorm_backward = ref_rmsnorm_backward;
+    be->rope_forward = ref_rope_forward;
+    be->rope_backward = ref_rope_backward;
+    be->attention_saved_floats = ref_attention_saved_floats;
+    be->attention_forward = ref_attention_forward;
+    be->attention_backward = ref_attention_backward;
+    be->swiglu_forward = ref_swiglu_forward;
+    be->swiglu_backward = ref_swiglu_backward;
+    be->add = ref_add;
+    be->lm_head_xent = ref_lm_head_xent;
+    be->sum_squares = ref_sum_squares;
+    be->scale = ref_scale;
+    be->adamw = ref_adamw;
+    return be;
+}

@@ -1,0 +1,75 @@
+// portatrain eval: mean token loss of a model on a shard.
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "data/loader.h"
+#include "io/hf_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: portatrain eval --model DIR --data SHARD --seq-len T [--per-device-eval-batch-size B]\n"
+           "                      [--max-batches N] [--backend NAME]\n\n"
+           "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
+           "--max-batches every full batch of windows in the shard is evaluated once.\n");
+}
+
+int cmd_eval(int argc, char **argv) {
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref";
+    int64_t T = 0, B = 8, max_batches = -1;
+    const char *o;
+    while ((o = argp_next(&p))) {
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
+        else if (!strcmp(o, "--model")) model_dir = argp_value(&p);
+        else if (!strcmp(o, "--data")) data = argp_value(&p);
+        else if (!strcmp(o, "--seq-len")) T = argp_int(&p);
+        else if (!strcmp(o, "--per-device-eval-batch-size")) B = argp_int(&p);
+        else if (!strcmp(o, "--max-batches")) max_batches = argp_int(&p);
+        else if (!strcmp(o, "--backend")) backend = argp_value(&p);
+        else return argp_unknown(&p, o);
+    }
+    if (!model_dir || !data || T <= 0 || B <= 0)
+        return cli_usage_error("eval", "--model, --data and a positive --seq-len are required");
+    pt_backend *be = pt_backend_create(backend);
+    if (!be) return cli_fail();
+    qwen3_model m;
+    if (hf_model_load(&m, model_dir, be) != 0) return cli_fail();
+    pt_loader_config lc = {.data_path = data, .seq_len = (int)T, .rows_per_step = (int)B, .dp_world = 1,
+                           .model_vocab = (uint32_t)m.cfg.vocab_size};
+    pt_loader *l = pt_loader_open(&lc);
+    if (!l) return cli_fail();
+    uint64_t nbatches = pt_loader_num_rows(l) / (uint64_t)B;
+    if (nbatches == 0) nbatches = 1;  // fewer windows than B: one (wrapping) batch
+    if (max_batches >= 0 && (uint64_t)max_batches < nbatches) nbatches = (uint64_t)max_batches;
+    int32_t *ids = pt_malloc(sizeof(int32_t) * B * T), *labels = pt_malloc(sizeof(int32_t) * B * T);
+    double total = 0;
+    long tokens = 0;
+    int rc = 0;
+    for (uint64_t b = 0; b < nbatches; b++) {
+        int row_len;
+        double ls;
+        int nt;
+        if (pt_loader_batch(l, b, ids, labels, &row_len) != 0 ||
+            qwen3_forward(&m, ids, labels, (int)B, row_len, &ls, &nt, NULL) != 0) {
+            rc = cli_fail();
+            break;
+        }
+        total += ls;
+        tokens += nt;
+    }
+    if (!rc) {
+        double loss = tokens ? total / tokens : NAN;
+        printf("{\"loss\": %.17g, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %.10g, \"backend\": \"%s\"}\n",
+               loss, tokens, (unsigned long long)nbatches, exp(loss), be->name);
+    }
+    free(ids);
+    free(labels);
+    pt_loader_free(l);
+    qwen3_free(&m);
+    pt_backend_destroy(be);
+    return rc;
+}

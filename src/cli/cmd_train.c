@@ -1,0 +1,58 @@
+// portatrain train: Hugging Face TrainingArguments-style flags.
+#include "cli/cli.h"
+#include "train/trainer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: portatrain train --model DIR --data SHARD --output-dir DIR --max-steps N --seq-len T [options]\n\n"
+           "  --backend NAME                     cpu-ref (default)\n"
+           "  --learning-rate F                  5e-5\n"
+           "  --per-device-train-batch-size N    8\n"
+           "  --gradient-accumulation-steps N    1\n"
+           "  --warmup-steps N                   0\n"
+           "  --lr-scheduler-type S              linear | cosine | constant | constant_with_warmup\n"
+           "  --weight-decay F                   0 (never applied to norm weights)\n"
+           "  --adam-beta1 F --adam-beta2 F      0.9, 0.999\n"
+           "  --adam-epsilon F                   1e-8\n"
+           "  --max-grad-norm F                  1.0 (0 disables clipping)\n"
+           "  --seed N                           42\n"
+           "  --logging-steps N                  progress line every N steps (10)\n"
+           "  --quiet                            no progress output\n\n"
+           "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
+           "model (config.json + model.safetensors) into OUTPUT.\n");
+}
+
+int cmd_train(int argc, char **argv) {
+    pt_train_args a;
+    pt_train_args_defaults(&a);
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *o;
+    while ((o = argp_next(&p))) {
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
+        else if (!strcmp(o, "--model") || !strcmp(o, "--model-name-or-path")) a.model_dir = argp_value(&p);
+        else if (!strcmp(o, "--data")) a.data_path = argp_value(&p);
+        else if (!strcmp(o, "--output-dir")) a.output_dir = argp_value(&p);
+        else if (!strcmp(o, "--backend")) a.backend = argp_value(&p);
+        else if (!strcmp(o, "--learning-rate")) a.learning_rate = argp_double(&p);
+        else if (!strcmp(o, "--weight-decay")) a.weight_decay = argp_double(&p);
+        else if (!strcmp(o, "--adam-beta1")) a.adam_beta1 = argp_double(&p);
+        else if (!strcmp(o, "--adam-beta2")) a.adam_beta2 = argp_double(&p);
+        else if (!strcmp(o, "--adam-epsilon")) a.adam_epsilon = argp_double(&p);
+        else if (!strcmp(o, "--max-grad-norm")) a.max_grad_norm = argp_double(&p);
+        else if (!strcmp(o, "--per-device-train-batch-size")) a.per_device_train_batch_size = (int)argp_int(&p);
+        else if (!strcmp(o, "--gradient-accumulation-steps")) a.gradient_accumulation_steps = (int)argp_int(&p);
+        else if (!strcmp(o, "--max-steps")) a.max_steps = argp_int(&p);
+        else if (!strcmp(o, "--warmup-steps")) a.warmup_steps = argp_int(&p);
+        else if (!strcmp(o, "--lr-scheduler-type")) a.lr_scheduler_type = argp_value(&p);
+        else if (!strcmp(o, "--logging-steps")) a.logging_steps = argp_int(&p);
+        else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);
+        else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int(&p);
+        else if (!strcmp(o, "--quiet")) a.quiet = true;
+        else return argp_unknown(&p, o);
+    }
+    if (pt_train(&a) != 0) return cli_fail();
+    return 0;
+}

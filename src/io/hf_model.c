@@ -1,0 +1,240 @@
+#include "io/hf_model.h"
+#include "io/safetensors.h"
+#include "util/common.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int n;
+    char **names;   // shard file names
+    st_file *files;
+} shard_set;
+
+static void shards_close(shard_set *s) {
+    for (int i = 0; i < s->n; i++) {
+        st_close(&s->files[i]);
+        free(s->names[i]);
+    }
+    free(s->files);
+    free(s->names);
+    memset(s, 0, sizeof *s);
+}
+
+static int shards_open(shard_set *s, const char *dir) {
+    memset(s, 0, sizeof *s);
+    char *single = pt_path_join(dir, "model.safetensors");
+    char *index = pt_path_join(dir, "model.safetensors.index.json");
+    int rc = -1;
+    if (pt_file_exists(single)) {
+        s->n = 1;
+        s->names = pt_calloc(1, sizeof(char *));
+        s->files = pt_calloc(1, sizeof(st_file));
+        s->names[0] = pt_strdup("model.safetensors");
+        rc = st_open(&s->files[0], single);
+        if (rc) s->n = 0;
+    } else if (pt_file_exists(index)) {
+        cJSON *root = pt_json_parse_file(index);
+        if (!root) goto done;
+        const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+        if (!cJSON_IsObject(wm)) {
+            pt_set_error("%s: missing \"weight_map\" object", index);
+            cJSON_Delete(root);
+            goto done;
+        }
+        int cap = cJSON_GetArraySize(wm);
+        s->names = pt_calloc(cap ? cap : 1, sizeof(char *));
+        s->files = pt_calloc(cap ? cap : 1, sizeof(st_file));
+        const cJSON *it;
+        rc = 0;
+        cJSON_ArrayForEach(it, wm) {
+            if (!cJSON_IsString(it) || strchr(it->valuestring, '/')) {
+                pt_set_error("%s: weight_map entry \"%s\" must be a file name in the same directory", index,
+                             it->string);
+                rc = -1;
+                break;
+            }
+            int seen = 0;
+            for (int i = 0; i < s->n; i++) seen |= !strcmp(s->names[i], it->valuestring);
+            if (seen) continue;
+            char *p = pt_path_join(dir, it->valuestring);
+            if (st_open(&s->files[s->n], p) != 0) {
+                free(p);
+                rc = -1;
+                break;
+            }
+            free(p);
+            s->names[s->n++] = pt_strdup(it->valuestring);
+        }
+        cJSON_Delete(root);
+    } else {
+        pt_set_error("%s: no model.safetensors or model.safetensors.index.json", dir);
+    }
+done:
+    free(single);
+    free(index);
+    if (rc) shards_close(s);
+    return rc;
+}
+
+static const st_tensor *shards_find(const shard_set *s, const char *name, const st_file **file) {
+    for (int i = 0; i < s->n; i++) {
+        const st_tensor *t = st_find(&s->files[i], name);
+        if (t) {
+            *file = &s->files[i];
+            return t;
+        }
+    }
+    return NULL;
+}
+
+int hf_model_load_weights(qwen3_model *m, const char *dir) {
+    shard_set s;
+    if (shards_open(&s, dir) != 0) return -1;
+    int rc = -1;
+    real_t *host = pt_calloc(m->num_params, sizeof(real_t));
+    for (int i = 0; i < m->num_tensors; i++) {
+        const qwen3_param_info *pi = &m->tensors[i];
+        const st_file *f = NULL;
+        const st_tensor *t = shards_find(&s, pi->name, &f);
+        if (!t) {
+            pt_set_error("%s: missing tensor \"%s\"", dir, pi->name);
+            goto done;
+        }
+        int ok = t->ndim == pi->ndim && t->shape[0] == pi->shape[0] && (pi->ndim == 1 || t->shape[1] == pi->shape[1]);
+        if (!ok) {
+            char got[128] = "", want[64];
+            for (int d = 0; d < t->ndim; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "", (long long)t->shape[d]);
+            if (pi->ndim == 1) snprintf(want, sizeof want, "%lld", (long long)pi->shape[0]);
+            else snprintf(want, sizeof want, "%lld,%lld", (long long)pi->shape[0], (long long)pi->shape[1]);
+            pt_set_error("%s: tensor \"%s\" has shape [%s] but config.json implies [%s]", f->path, pi->name, got, want);
+            goto done;
+        }
+#ifdef PT_REAL_DOUBLE
+        if (st_read_double(f, t, host + pi->offset, pi->numel) != 0) goto done;
+#else
+        if (st_read_float(f, t, host + pi->offset, pi->numel) != 0) goto done;
+#endif
+    }
+    // Unknown tensors are reported (as transformers does) but not fatal.
+    for (int k = 0; k < s.n; k++)
+        for (int j = 0; j < s.files[k].num_tensors; j++) {
+            const char *name = s.files[k].tensors[j].name;
+            if (!qwen3_find_tensor(m, name) && !(m->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight")))
+                pt_warn("%s: unexpected tensor \"%s\" ignored", s.files[k].path, name);
+        }
+    m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+    rc = 0;
+done:
+    free(host);
+    shards_close(&s);
+    return rc;
+}
+
+int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be) {
+    if (!pt_is_dir(dir)) {
+        pt_set_error("%s: model directory not found", dir);
+        return -1;
+    }
+    char *cfgp = pt_path_join(dir, "config.json");
+    qwen3_config cfg;
+    int rc = qwen3_config_load(&cfg, cfgp);
+    free(cfgp);
+    if (rc) return -1;
+    if (qwen3_create(m, &cfg, be) != 0) return -1;
+    if (hf_model_load_weights(m, dir) != 0) {
+        qwen3_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes) {
+    const bool bf16 = dtype && !strcmp(dtype, "bfloat16");
+    if (dtype && !bf16 && strcmp(dtype, "float32") != 0) {
+        pt_set_error("unsupported export dtype \"%s\" (float32 or bfloat16)", dtype);
+        return -1;
+    }
+    if (pt_mkdir_p(dir) != 0) return -1;
+    real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
+    m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
+    const size_t es = bf16 ? 2 : 4;
+    // Convert into one contiguous buffer in the target dtype.
+    uint8_t *conv = pt_malloc(es * m->num_params);
+    for (size_t i = 0; i < m->num_params; i++) {
+        float v = (float)host[i];
+        if (bf16) {
+            uint16_t h = pt_float_to_bf16(v);
+            memcpy(conv + 2 * i, &h, 2);
+        } else {
+            memcpy(conv + 4 * i, &v, 4);
+        }
+    }
+    free(host);
+    // Assign tensors to shards in order.
+    int nt = m->num_tensors;
+    int *shard_of = pt_calloc(nt, sizeof(int));
+    int nshards = 1;
+    uint64_t cur = 0, total = 0;
+    for (int i = 0; i < nt; i++) {
+        uint64_t b = m->tensors[i].numel * es;
+        if (max_shard_bytes && cur > 0 && cur + b > max_shard_bytes) {
+            nshards++;
+            cur = 0;
+        }
+        shard_of[i] = nshards - 1;
+        cur += b;
+        total += b;
+    }
+    int rc = 0;
+    cJSON *index = NULL, *wm = NULL;
+    if (nshards > 1) {
+        index = cJSON_CreateObject();
+        cJSON *meta = cJSON_AddObjectToObject(index, "metadata");
+        cJSON_AddNumberToObject(meta, "total_size", (double)total);
+        wm = cJSON_AddObjectToObject(index, "weight_map");
+    }
+    st_write_tensor *wt = pt_calloc(nt, sizeof(st_write_tensor));
+    const char *meta_kv[] = {"format", "pt"};
+    for (int s = 0; s < nshards && !rc; s++) {
+        int n = 0;
+        for (int i = 0; i < nt; i++) {
+            if (shard_of[i] != s) continue;
+            const qwen3_param_info *t = &m->tensors[i];
+            wt[n].name = t->name;
+            wt[n].dtype = bf16 ? ST_BF16 : ST_F32;
+            wt[n].ndim = t->ndim;
+            wt[n].shape[0] = t->shape[0];
+            wt[n].shape[1] = t->shape[1];
+            wt[n].data = conv + es * t->offset;
+            n++;
+        }
+        char fname[64];
+        if (nshards == 1) snprintf(fname, sizeof fname, "model.safetensors");
+        else snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        char *path = pt_path_join(dir, fname);
+        rc = st_write(path, wt, n, meta_kv, 1);
+        free(path);
+        if (wm)
+            for (int i = 0; i < n; i++) cJSON_AddStringToObject(wm, wt[i].name, fname);
+    }
+    if (!rc && index) {
+        char *ip = pt_path_join(dir, "model.safetensors.index.json");
+        rc = pt_json_write_file(ip, index);
+        free(ip);
+    }
+    cJSON_Delete(index);
+    free(wt);
+    free(shard_of);
+    free(conv);
+    if (!rc) {
+        char *cp = pt_path_join(dir, "config.json");
+        rc = qwen3_config_save(&m->cfg, cp, bf16 ? "bfloat16" : "float32");
+        free(cp);
+    }
+    return rc;
+}

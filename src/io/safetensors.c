@@ -1,0 +1,434 @@
+#include "io/safetensors.h"
+#include "util/common.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const struct { const char *name; size_t size; } DTYPES[ST_DTYPE_COUNT] = {
+    [ST_BOOL] = {"BOOL", 1}, [ST_U8] = {"U8", 1},   [ST_I8] = {"I8", 1},     [ST_I16] = {"I16", 2},
+    [ST_U16] = {"U16", 2},   [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2}, [ST_I32] = {"I32", 4},
+    [ST_U32] = {"U32", 4},   [ST_F32] = {"F32", 4}, [ST_F64] = {"F64", 8},   [ST_I64] = {"I64", 8},
+    [ST_U64] = {"U64", 8},   [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
+};
+
+const char *st_dtype_name(st_dtype d) { return d < ST_DTYPE_COUNT ? DTYPES[d].name : "?"; }
+size_t st_dtype_size(st_dtype d) { return d < ST_DTYPE_COUNT ? DTYPES[d].size : 0; }
+int st_dtype_parse(const char *s, st_dtype *out) {
+    for (int i = 0; i < ST_DTYPE_COUNT; i++)
+        if (!strcmp(s, DTYPES[i].name)) {
+            *out = (st_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end < y->end ? -1 : x->end > y->end);
+}
+static int cmp_name(const void *a, const void *b) {
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+int st_parse(st_file *f, const uint8_t *data, size_t size, const char *what) {
+    memset(f, 0, sizeof *f);
+    f->path = pt_strdup(what);
+    f->map = data;
+    f->size = size;
+    if (size < 8) {
+        pt_set_error("%s: file too small for a safetensors header (%zu bytes)", what, size);
+        goto fail;
+    }
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | data[i];
+    if (n > ST_MAX_HEADER) {
+        pt_set_error("%s: header length %llu exceeds the %u-byte limit", what, (unsigned long long)n, ST_MAX_HEADER);
+        goto fail;
+    }
+    if (n > size - 8) {
+        pt_set_error("%s: header length %llu runs past the end of the file (%zu bytes): truncated header", what,
+                     (unsigned long long)n, size);
+        goto fail;
+    }
+    f->data_start = 8 + (size_t)n;
+    const uint64_t data_len = size - f->data_start;
+    if (n == 0 || data[8] != '{') {
+        pt_set_error("%s: header is not a JSON object", what);
+        goto fail;
+    }
+    cJSON *root = pt_json_parse((const char *)data + 8, (size_t)n, what);
+    if (!root) goto fail;
+    if (!cJSON_IsObject(root)) {
+        pt_set_error("%s: header is not a JSON object", what);
+        cJSON_Delete(root);
+        goto fail;
+    }
+    int count = cJSON_GetArraySize(root);
+    f->tensors = pt_calloc(count ? count : 1, sizeof(st_tensor));
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        const char *name = it->string ? it->string : "";
+        if (!strcmp(name, "__metadata__")) {
+            if (f->meta_keys) {
+                pt_set_error("%s: duplicate __metadata__", what);
+                goto fail_json;
+            }
+            if (!cJSON_IsObject(it)) {
+                pt_set_error("%s: __metadata__ must be an object of strings", what);
+                goto fail_json;
+            }
+            int m = cJSON_GetArraySize(it);
+            f->meta_keys = pt_calloc(m ? m : 1, sizeof(char *));
+            f->meta_values = pt_calloc(m ? m : 1, sizeof(char *));
+            const cJSON *kv;
+            cJSON_ArrayForEach(kv, it) {
+                if (!cJSON_IsString(kv)) {
+                    pt_set_error("%s: __metadata__ value of \"%s\" is not a string", what, kv->string);
+                    goto fail_json;
+                }
+                f->meta_keys[f->num_meta] = pt_strdup(kv->string);
+                f->meta_values[f->num_meta++] = pt_strdup(kv->valuestring);
+            }
+            continue;
+        }
+        st_tensor *t = &f->tensors[f->num_tensors];
+        t->name = pt_strdup(name);
+        f->num_tensors++;
+        if (!cJSON_IsObject(it)) {
+            pt_set_error("%s: tensor \"%s\": entry is not an object", what, name);
+            goto fail_json;
+        }
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
+        const cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
+        if (!cJSON_IsString(dt) || st_dtype_parse(dt->valuestring, &t->dtype) != 0) {
+            pt_set_error("%s: tensor \"%s\": missing or unknown dtype%s%s", what, name,
+                         cJSON_IsString(dt) ? " " : "", cJSON_IsString(dt) ? dt->valuestring : "");
+            goto fail_json;
+        }
+        if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS) {
+            pt_set_error("%s: tensor \"%s\": shape must be an array of at most %d integers", what, name,
+                         ST_MAX_DIMS);
+            goto fail_json;
+        }
+        uint64_t numel = 1;
+        bool overflow = false;
+        const cJSON *d;
+        cJSON_ArrayForEach(d, sh) {
+            double v = cJSON_IsNumber(d) ? d->valuedouble : -1;
+            if (v < 0 || v != floor(v) || v > 9.0e15) {
+                pt_set_error("%s: tensor \"%s\": shape entries must be non-negative integers", what, name);
+                goto fail_json;
+            }
+            t->shape[t->ndim++] = (int64_t)v;
+            if (v != 0 && numel > UINT64_MAX / (uint64_t)v) overflow = true;
+            numel *= (uint64_t)v;
+        }
+        t->numel = numel;
+        if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(of, 0)) ||
+            !cJSON_IsNumber(cJSON_GetArrayItem(of, 1))) {
+            pt_set_error("%s: tensor \"%s\": data_offsets must be [begin, end]", what, name);
+            goto fail_json;
+        }
+        double b = cJSON_GetArrayItem(of, 0)->valuedouble, e = cJSON_GetArrayItem(of, 1)->valuedouble;
+        if (b < 0 || e < b || b != floor(b) || e != floor(e) || e > 1.8e19) {
+            pt_set_error("%s: tensor \"%s\": invalid data_offsets [%.0f, %.0f]", what, name, b, e);
+            goto fail_json;
+        }
+        t->begin = (uint64_t)b;
+        t->end = (uint64_t)e;
+        size_t es = st_dtype_size(t->dtype);
+        if (overflow || numel > UINT64_MAX / es || t->end - t->begin != numel * es) {
+            pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) is %llu bytes but shape x %s needs %llu", what,
+                         name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                         (unsigned long long)(t->end - t->begin), st_dtype_name(t->dtype),
+                         overflow ? 0ull : (unsigned long long)(numel * es));
+            goto fail_json;
+        }
+        if (t->end > data_len) {
+            pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) is outside the data section (%llu bytes)",
+                         what, name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                         (unsigned long long)data_len);
+            goto fail_json;
+        }
+    }
+    cJSON_Delete(root);
+    root = NULL;
+    {
+        // duplicates, then tiling of the data section
+        st_tensor **order = pt_malloc(sizeof(st_tensor *) * (f->num_tensors ? f->num_tensors : 1));
+        for (int i = 0; i < f->num_tensors; i++) order[i] = &f->tensors[i];
+        qsort(order, f->num_tensors, sizeof *order, cmp_name);
+        for (int i = 1; i < f->num_tensors; i++)
+            if (!strcmp(order[i]->name, order[i - 1]->name)) {
+                pt_set_error("%s: duplicate tensor name \"%s\"", what, order[i]->name);
+                free(order);
+                goto fail;
+            }
+        qsort(order, f->num_tensors, sizeof *order, cmp_begin);
+        uint64_t pos = 0;
+        for (int i = 0; i < f->num_tensors; i++) {
+            if (order[i]->begin != pos) {
+                pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) %s the previous tensor (expected to start "
+                             "at %llu)", what, order[i]->name, (unsigned long long)order[i]->begin,
+                             (unsigned long long)order[i]->end, order[i]->begin < pos ? "overlaps" : "leaves a gap after",
+                             (unsigned long long)pos);
+                free(order);
+                goto fail;
+            }
+            pos = order[i]->end;
+        }
+        free(order);
+        if (pos != data_len) {
+            pt_set_error("%s: data section is %llu bytes but the tensors cover %llu", what,
+                         (unsigned long long)data_len, (unsigned long long)pos);
+            goto fail;
+        }
+    }
+    return 0;
+fail_json:
+    cJSON_Delete(root);
+fail:
+    {
+        const uint8_t *keep = f->map;
+        f->map = NULL;  // caller owns the buffer on failure
+        st_close(f);
+        (void)keep;
+    }
+    return -1;
+}
+
+int st_open(st_file *f, const char *path) {
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        pt_set_error("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pt_set_error("%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (size && map == MAP_FAILED) {
+        pt_set_error("%s: mmap failed: %s", path, strerror(errno));
+        return -1;
+    }
+    if (st_parse(f, map, size, path) != 0) {
+        if (map) munmap(map, size);
+        return -1;
+    }
+    return 0;
+}
+
+void st_close(st_file *f) {
+    if (f->map && f->size) munmap((void *)f->map, f->size);
+    for (int i = 0; i < f->num_tensors; i++) free(f->tensors[i].name);
+    for (int i = 0; i < f->num_meta; i++) {
+        free(f->meta_keys[i]);
+        free(f->meta_values[i]);
+    }
+    free(f->meta_keys);
+    free(f->meta_values);
+    free(f->tensors);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+}
+
+const st_tensor *st_find(const st_file *f, const char *name) {
+    for (int i = 0; i < f->num_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
+    return NULL;
+}
+
+const char *st_meta(const st_file *f, const char *key) {
+    for (int i = 0; i < f->num_meta; i++)
+        if (!strcmp(f->meta_keys[i], key)) return f->meta_values[i];
+    return NULL;
+}
+
+const void *st_data(const st_file *f, const st_tensor *t) { return f->map + f->data_start + t->begin; }
+
+float pt_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+uint16_t pt_float_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+float pt_f16_to_float(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (e == 0) {
+        if (m == 0) u = s;
+        else {  // subnormal
+            e = 127 - 15 + 1;
+            while (!(m & 0x400)) { m <<= 1; e--; }
+            m &= 0x3ff;
+            u = s | (e << 23) | (m << 13);
+        }
+    } else if (e == 31) u = s | 0x7f800000u | (m << 13);
+    else u = s | ((e - 15 + 127) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#define CHECK_COUNT(t, count)                                                                                  \
+    if ((t)->numel != (count)) {                                                                              \
+        pt_set_error("%s: tensor \"%s\" has %llu elements, expected %llu", f->path, (t)->name,               \
+                     (unsigned long long)(t)->numel, (unsigned long long)(count));                            \
+        return -1;                                                                                            \
+    }
+
+int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t count) {
+    CHECK_COUNT(t, count)
+    const uint8_t *p = st_data(f, t);
+    for (uint64_t i = 0; i < count; i++) {
+        switch (t->dtype) {
+        case ST_F32: { float v; memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
+        case ST_F64: { memcpy(&out[i], p + 8 * i, 8); break; }
+        case ST_BF16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_bf16_to_float(v); break; }
+        case ST_F16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_f16_to_float(v); break; }
+        default:
+            pt_set_error("%s: tensor \"%s\" has dtype %s; expected a floating type (F32, BF16, F16, F64)", f->path,
+                         t->name, st_dtype_name(t->dtype));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int st_read_float(const st_file *f, const st_tensor *t, float *out, uint64_t count) {
+    CHECK_COUNT(t, count)
+    const uint8_t *p = st_data(f, t);
+    if (t->dtype == ST_F32) {
+        memcpy(out, p, 4 * count);
+        return 0;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        switch (t->dtype) {
+        case ST_F64: { double v; memcpy(&v, p + 8 * i, 8); out[i] = (float)v; break; }
+        case ST_BF16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_bf16_to_float(v); break; }
+        case ST_F16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_f16_to_float(v); break; }
+        default:
+            pt_set_error("%s: tensor \"%s\" has dtype %s; expected a floating type (F32, BF16, F16, F64)", f->path,
+                         t->name, st_dtype_name(t->dtype));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int st_read_i32(const st_file *f, const st_tensor *t, int32_t *out, uint64_t count) {
+    CHECK_COUNT(t, count)
+    const uint8_t *p = st_data(f, t);
+    for (uint64_t i = 0; i < count; i++) {
+        if (t->dtype == ST_I32) memcpy(&out[i], p + 4 * i, 4);
+        else if (t->dtype == ST_I64) {
+            int64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            if (v < INT32_MIN || v > INT32_MAX) {
+                pt_set_error("%s: tensor \"%s\" element %llu out of int32 range", f->path, t->name,
+                             (unsigned long long)i);
+                return -1;
+            }
+            out[i] = (int32_t)v;
+        } else {
+            pt_set_error("%s: tensor \"%s\" has dtype %s; expected I32 or I64", f->path, t->name,
+                         st_dtype_name(t->dtype));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta) {
+    cJSON *root = cJSON_CreateObject();
+    if (n_meta > 0) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(meta, meta_kv[2 * i], meta_kv[2 * i + 1]);
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const st_write_tensor *t = &tensors[i];
+        uint64_t numel = 1;
+        cJSON *e = cJSON_AddObjectToObject(root, t->name);
+        cJSON_AddStringToObject(e, "dtype", st_dtype_name(t->dtype));
+        cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < t->ndim; d++) {
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+            numel *= (uint64_t)t->shape[d];
+        }
+        uint64_t bytes = numel * st_dtype_size(t->dtype);
+        cJSON *of = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + bytes)));
+        off += bytes;
+    }
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    size_t jn = strlen(json);
+    size_t padded = (jn + 7) & ~(size_t)7;  // writers pad the header to 8 bytes with spaces
+    char *tmp = NULL;
+    size_t plen = strlen(path);
+    tmp = pt_malloc(plen + 16);
+    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        pt_set_error("%s: cannot create temporary file: %s", path, strerror(errno));
+        free(json);
+        free(tmp);
+        return -1;
+    }
+    uint8_t hdr[8];
+    for (int i = 0; i < 8; i++) hdr[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    json = pt_realloc(json, padded);
+    memset(json + jn, ' ', padded - jn);
+    int rc = pt_write_all(fd, hdr, 8, path);
+    if (!rc) rc = pt_write_all(fd, json, padded, path);
+    for (int i = 0; i < n && !rc; i++) {
+        uint64_t numel = 1;
+        for (int d = 0; d < tensors[i].ndim; d++) numel *= (uint64_t)tensors[i].shape[d];
+        rc = pt_write_all(fd, tensors[i].data, numel * st_dtype_size(tensors[i].dtype), path);
+    }
+    free(json);
+    if (!rc && fsync(fd) != 0) {
+        pt_set_error("%s: fsync failed: %s", path, strerror(errno));
+        rc = -1;
+    }
+    fchmod(fd, 0644);
+    close(fd);
+    if (!rc && rename(tmp, path) != 0) {
+        pt_set_error("%s: rename failed: %s", path, strerror(errno));
+        rc = -1;
+    }
+    if (rc) unlink(tmp);
+    free(tmp);
+    if (!rc) {
+        char *dir = pt_strdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        rc = pt_fsync_dir(slash ? (dir[0] ? dir : "/") : ".");
+        free(dir);
+    }
+    return rc;
+}

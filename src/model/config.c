@@ -1,0 +1,177 @@
+#include "model/config.h"
+#include "util/common.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int get_int_field(const cJSON *root, const char *key, int *out, bool required, const char *what) {
+    int64_t v;
+    int rc = pt_json_get_int(root, key, &v, what);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+        if (required) {
+            pt_set_error("%s: missing required field \"%s\"", what, key);
+            return -1;
+        }
+        return 0;
+    }
+    if (v < -1 || v > (1 << 30)) {
+        pt_set_error("%s: field \"%s\" out of range: %lld", what, key, (long long)v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int qwen3_config_validate(const qwen3_config *c, const char *what) {
+    struct { const char *name; int v; } pos[] = {
+        {"vocab_size", c->vocab_size}, {"hidden_size", c->hidden_size},
+        {"intermediate_size", c->intermediate_size}, {"num_hidden_layers", c->num_hidden_layers},
+        {"num_attention_heads", c->num_attention_heads}, {"num_key_value_heads", c->num_key_value_heads},
+        {"head_dim", c->head_dim}, {"max_position_embeddings", c->max_position_embeddings},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(pos); i++)
+        if (pos[i].v <= 0) {
+            pt_set_error("%s: field \"%s\" must be a positive integer, got %d", what, pos[i].name, pos[i].v);
+            return -1;
+        }
+    if (c->num_attention_heads % c->num_key_value_heads != 0) {
+        pt_set_error("%s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)", what,
+                     c->num_attention_heads, c->num_key_value_heads);
+        return -1;
+    }
+    if (c->head_dim % 2 != 0) {
+        pt_set_error("%s: head_dim (%d) must be even for rotary embeddings", what, c->head_dim);
+        return -1;
+    }
+    if (!(c->rms_norm_eps > 0) || !(c->rope_theta > 0) || !(c->initializer_range >= 0)) {
+        pt_set_error("%s: rms_norm_eps and rope_theta must be positive, initializer_range non-negative", what);
+        return -1;
+    }
+    return 0;
+}
+
+int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char *what) {
+    memset(c, 0, sizeof *c);
+    cJSON *root = pt_json_parse(json, len, what);
+    if (!root) return -1;
+    int rc = -1;
+    if (!cJSON_IsObject(root)) {
+        pt_set_error("%s: top level must be a JSON object", what);
+        goto done;
+    }
+    const char *model_type = NULL;
+    if (pt_json_get_string(root, "model_type", &model_type, what) < 0) goto done;
+    if (model_type && strcmp(model_type, "qwen3") != 0) {
+        pt_set_error("%s: model_type is \"%s\"; only \"qwen3\" (dense Qwen3) is supported", what, model_type);
+        goto done;
+    }
+    c->max_position_embeddings = 32768;
+    c->rms_norm_eps = 1e-6;
+    c->initializer_range = 0.02;
+    c->rope_theta = 10000.0;
+    c->bos_token_id = c->eos_token_id = -1;
+    c->tie_word_embeddings = false;  // Qwen3Config's default
+    if (get_int_field(root, "vocab_size", &c->vocab_size, true, what) ||
+        get_int_field(root, "hidden_size", &c->hidden_size, true, what) ||
+        get_int_field(root, "intermediate_size", &c->intermediate_size, true, what) ||
+        get_int_field(root, "num_hidden_layers", &c->num_hidden_layers, true, what) ||
+        get_int_field(root, "num_attention_heads", &c->num_attention_heads, true, what) ||
+        get_int_field(root, "max_position_embeddings", &c->max_position_embeddings, false, what) ||
+        get_int_field(root, "bos_token_id", &c->bos_token_id, false, what) ||
+        get_int_field(root, "eos_token_id", &c->eos_token_id, false, what))
+        goto done;
+    c->num_key_value_heads = c->num_attention_heads;
+    if (get_int_field(root, "num_key_value_heads", &c->num_key_value_heads, false, what)) goto done;
+    c->head_dim = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    if (get_int_field(root, "head_dim", &c->head_dim, false, what)) goto done;
+    if (pt_json_get_double(root, "rms_norm_eps", &c->rms_norm_eps, what) < 0 ||
+        pt_json_get_double(root, "initializer_range", &c->initializer_range, what) < 0 ||
+        pt_json_get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, what) < 0)
+        goto done;
+    // RoPE: `rope_theta` (older configs) or `rope_parameters` (transformers v5).
+    int has_theta = pt_json_get_double(root, "rope_theta", &c->rope_theta, what);
+    if (has_theta < 0) goto done;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (!rp || cJSON_IsNull(rp)) rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (rp && !cJSON_IsNull(rp)) {
+        if (!cJSON_IsObject(rp)) {
+            pt_set_error("%s: field \"%s\" must be an object", what, rp->string);
+            goto done;
+        }
+        const char *type = NULL;
+        if (pt_json_get_string(rp, "rope_type", &type, what) < 0) goto done;
+        if (!type && pt_json_get_string(rp, "type", &type, what) < 0) goto done;
+        if (type && strcmp(type, "default") != 0) {
+            pt_set_error("%s: %s.rope_type \"%s\" is not supported (only \"default\" RoPE)", what, rp->string,
+                         type);
+            goto done;
+        }
+        if (pt_json_get_double(rp, "rope_theta", &c->rope_theta, what) < 0) goto done;
+    }
+    bool flag = false;
+    if (pt_json_get_bool(root, "attention_bias", &flag, what) < 0) goto done;
+    if (flag) {
+        pt_set_error("%s: attention_bias true is not supported (Qwen3 has no attention bias)", what);
+        goto done;
+    }
+    flag = false;
+    if (pt_json_get_bool(root, "use_sliding_window", &flag, what) < 0) goto done;
+    if (flag) {
+        pt_set_error("%s: use_sliding_window true is not supported", what);
+        goto done;
+    }
+    const char *act = NULL;
+    if (pt_json_get_string(root, "hidden_act", &act, what) < 0) goto done;
+    if (act && strcmp(act, "silu") != 0) {
+        pt_set_error("%s: hidden_act \"%s\" is not supported (only \"silu\")", what, act);
+        goto done;
+    }
+    rc = qwen3_config_validate(c, what);
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int qwen3_config_load(qwen3_config *cfg, const char *path) {
+    size_t len;
+    char *text = pt_read_file(path, &len);
+    if (!text) return -1;
+    int rc = qwen3_config_parse(cfg, text, len, path);
+    free(text);
+    return rc;
+}
+
+int qwen3_config_save(const qwen3_config *c, const char *path, const char *torch_dtype) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(r, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
+    cJSON_AddBoolToObject(r, "attention_bias", 0);
+    cJSON_AddNumberToObject(r, "attention_dropout", 0.0);
+    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(r, "bos_token_id", c->bos_token_id);
+    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(r, "eos_token_id", c->eos_token_id);
+    cJSON_AddNumberToObject(r, "head_dim", c->head_dim);
+    cJSON_AddStringToObject(r, "hidden_act", "silu");
+    cJSON_AddNumberToObject(r, "hidden_size", c->hidden_size);
+    cJSON_AddNumberToObject(r, "initializer_range", c->initializer_range);
+    cJSON_AddNumberToObject(r, "intermediate_size", c->intermediate_size);
+    cJSON_AddNumberToObject(r, "max_position_embeddings", c->max_position_embeddings);
+    cJSON_AddStringToObject(r, "model_type", "qwen3");
+    cJSON_AddNumberToObject(r, "num_attention_heads", c->num_attention_heads);
+    cJSON_AddNumberToObject(r, "num_hidden_layers", c->num_hidden_layers);
+    cJSON_AddNumberToObject(r, "num_key_value_heads", c->num_key_value_heads);
+    cJSON_AddNumberToObject(r, "rms_norm_eps", c->rms_norm_eps);
+    cJSON_AddNullToObject(r, "rope_scaling");
+    cJSON_AddNumberToObject(r, "rope_theta", c->rope_theta);
+    cJSON_AddBoolToObject(r, "tie_word_embeddings", c->tie_word_embeddings);
+    cJSON_AddStringToObject(r, "torch_dtype", torch_dtype ? torch_dtype : "float32");
+    cJSON_AddBoolToObject(r, "use_cache", 1);
+    cJSON_AddBoolToObject(r, "use_sliding_window", 0);
+    cJSON_AddNumberToObject(r, "vocab_size", c->vocab_size);
+    int rc = pt_json_write_file(path, r);
+    cJSON_Delete(r);
+    return rc;
+}

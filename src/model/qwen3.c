@@ -1,0 +1,380 @@
+#include "model/qwen3.h"
+#include "util/philox.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void add_tensor(qwen3_model *m, int *cap, const char *name, int ndim, int64_t d0, int64_t d1, int layer,
+                       int kind) {
+    if (m->num_tensors == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        m->tensors = pt_realloc(m->tensors, sizeof(qwen3_param_info) * *cap);
+    }
+    qwen3_param_info *t = &m->tensors[m->num_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim == 2 ? d1 : 1;
+    t->numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
+    t->offset = m->num_params;
+    t->layer = layer;
+    t->kind = kind;
+    // Keep every tensor 16-float aligned inside the buffer (64-byte SIMD loads).
+    m->num_params += (t->numel + 15) & ~(size_t)15;
+}
+
+static void bind_views(qwen3_model *m, real_t *base, real_t **embed, real_t **final_norm, real_t **lm_head,
+                       qwen3_layer_params *layers) {
+    for (int i = 0; i < m->num_tensors; i++) {
+        const qwen3_param_info *t = &m->tensors[i];
+        real_t *p = base + t->offset;
+        if (t->layer < 0) {
+            if (!strcmp(t->name, "model.embed_tokens.weight")) *embed = p;
+            else if (!strcmp(t->name, "model.norm.weight")) *final_norm = p;
+            else if (!strcmp(t->name, "lm_head.weight")) *lm_head = p;
+            continue;
+        }
+        qwen3_layer_params *L = &layers[t->layer];
+        real_t **slot[P_LAYER_COUNT] = {&L->input_norm, &L->q, &L->k, &L->v, &L->o, &L->q_norm,
+                                        &L->k_norm, &L->post_norm, &L->gate, &L->up, &L->down};
+        *slot[t->kind] = p;
+    }
+    if (m->cfg.tie_word_embeddings) *lm_head = *embed;
+}
+
+int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be) {
+    memset(m, 0, sizeof *m);
+    if (qwen3_config_validate(cfg, "model config") != 0) return -1;
+    m->cfg = *cfg;
+    m->be = be;
+    const int C = cfg->hidden_size, I = cfg->intermediate_size, D = cfg->head_dim;
+    const int QD = cfg->num_attention_heads * D, KD = cfg->num_key_value_heads * D;
+    int cap = 0;
+    add_tensor(m, &cap, "model.embed_tokens.weight", 2, cfg->vocab_size, C, -1, -1);
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        char n[96];
+#define LT(kind, suffix, nd, d0, d1)                               \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix); \
+        add_tensor(m, &cap, n, nd, d0, d1, l, kind);
+        LT(P_INPUT_NORM, "input_layernorm.weight", 1, C, 1)
+        LT(P_Q, "self_attn.q_proj.weight", 2, QD, C)
+        LT(P_K, "self_attn.k_proj.weight", 2, KD, C)
+        LT(P_V, "self_attn.v_proj.weight", 2, KD, C)
+        LT(P_O, "self_attn.o_proj.weight", 2, C, QD)
+        LT(P_Q_NORM, "self_attn.q_norm.weight", 1, D, 1)
+        LT(P_K_NORM, "self_attn.k_norm.weight", 1, D, 1)
+        LT(P_POST_NORM, "post_attention_layernorm.weight", 1, C, 1)
+        LT(P_GATE, "mlp.gate_proj.weight", 2, I, C)
+        LT(P_UP, "mlp.up_proj.weight", 2, I, C)
+        LT(P_DOWN, "mlp.down_proj.weight", 2, C, I)
+#undef LT
+    }
+    add_tensor(m, &cap, "model.norm.weight", 1, C, 1, -1, -1);
+    if (!cfg->tie_word_embeddings) add_tensor(m, &cap, "lm_head.weight", 2, cfg->vocab_size, C, -1, -1);
+    m->params = be->alloc(be, sizeof(real_t) * m->num_params);
+    m->layers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
+    m->dlayers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
+    bind_views(m, m->params, &m->embed, &m->final_norm, &m->lm_head, m->layers);
+    return 0;
+}
+
+void qwen3_alloc_grads(qwen3_model *m) {
+    if (m->grads) return;
+    m->grads = m->be->alloc(m->be, sizeof(real_t) * m->num_params);
+    bind_views(m, m->grads, &m->dembed, &m->dfinal_norm, &m->dlm_head, m->dlayers);
+}
+
+static void free_activations(qwen3_model *m) {
+    pt_backend *be = m->be;
+    if (m->act_memory) be->free(be, m->act_memory);
+    if (m->ids) be->free(be, m->ids);
+    if (m->targets) be->free(be, m->targets);
+    free(m->acts);
+    m->act_memory = NULL;
+    m->ids = m->targets = NULL;
+    m->acts = NULL;
+    m->max_B = m->max_T = 0;
+}
+
+void qwen3_free(qwen3_model *m) {
+    if (!m->be) return;
+    free_activations(m);
+    if (m->params) m->be->free(m->be, m->params);
+    if (m->grads) m->be->free(m->be, m->grads);
+    free(m->tensors);
+    free(m->layers);
+    free(m->dlayers);
+    memset(m, 0, sizeof *m);
+}
+
+const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name) {
+    for (int i = 0; i < m->num_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+int qwen3_tensor_decays(const qwen3_param_info *t) { return t->ndim >= 2; }
+
+// RoPE tables exactly as transformers computes them in fp32:
+// inv_freq[i] = 1 / theta^(2i/D); angle = t * inv_freq; emb = cat(angle, angle).
+static void rope_tables(const qwen3_config *cfg, int T, real_t *cos_h, real_t *sin_h) {
+    const int D = cfg->head_dim, h = D / 2;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < h; i++) {
+            float expo = (float)(2 * i) / (float)D;
+            float inv = 1.0f / powf((float)cfg->rope_theta, expo);
+#ifdef PT_REAL_DOUBLE
+            double ang = (double)t / pow(cfg->rope_theta, (double)(2 * i) / D);
+            (void)inv;
+#else
+            float ang = (float)t * inv;
+#endif
+            cos_h[(size_t)t * D + i] = cos_h[(size_t)t * D + i + h] = (real_t)cos(ang);
+            sin_h[(size_t)t * D + i] = sin_h[(size_t)t * D + i + h] = (real_t)sin(ang);
+        }
+}
+
+int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
+    if (B <= m->max_B && T <= m->max_T) return 0;
+    if (T > m->cfg.max_position_embeddings) {
+        pt_set_error("sequence length %d exceeds max_position_embeddings %d", T, m->cfg.max_position_embeddings);
+        return -1;
+    }
+    B = PT_MAX(B, m->max_B);
+    T = PT_MAX(T, m->max_T);
+    free_activations(m);
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const size_t N = (size_t)B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
+                 KV = c->num_key_value_heads, D = c->head_dim;
+    const size_t QD = H * D, KD = KV * D;
+    const size_t S = be->attention_saved_floats(be, B, T, (int)H, (int)D);
+    const int L = c->num_hidden_layers;
+#define ALIGN16(x) (((x) + 15) & ~(size_t)15)
+    size_t per_layer = ALIGN16(N * C) * 4 + ALIGN16(N) * 2 + ALIGN16(N * QD) * 3 + ALIGN16(N * KD) * 4 +
+                       ALIGN16(N * H) + ALIGN16(N * KV) + ALIGN16(S) + ALIGN16(N * I) * 3;
+    size_t shared = ALIGN16(N * C) * 4 + ALIGN16(N) + ALIGN16((size_t)T * D) * 2 + ALIGN16(N * QD) * 3 +
+                    ALIGN16(N * KD) * 3 + ALIGN16(N * I) * 3;
+    size_t total = per_layer * L + shared;
+    m->act_bytes = total * sizeof(real_t);
+    m->act_memory = be->alloc(be, m->act_bytes);
+    real_t *cur = m->act_memory;
+#define TAKE(n) (cur += ALIGN16(n), cur - ALIGN16(n))
+    m->acts = pt_calloc(L, sizeof(qwen3_layer_acts));
+    for (int l = 0; l < L; l++) {
+        qwen3_layer_acts *a = &m->acts[l];
+        a->res_in = TAKE(N * C);
+        a->ln1 = TAKE(N * C);
+        a->ln1_rstd = TAKE(N);
+        a->q_raw = TAKE(N * QD);
+        a->k_raw = TAKE(N * KD);
+        a->q_rstd = TAKE(N * H);
+        a->k_rstd = TAKE(N * KV);
+        a->q = TAKE(N * QD);
+        a->k = TAKE(N * KD);
+        a->v = TAKE(N * KD);
+        a->att_saved = TAKE(S);
+        a->att_out = TAKE(N * QD);
+        a->res_mid = TAKE(N * C);
+        a->ln2 = TAKE(N * C);
+        a->ln2_rstd = TAKE(N);
+        a->gate = TAKE(N * I);
+        a->up = TAKE(N * I);
+        a->act = TAKE(N * I);
+    }
+    m->res_final = TAKE(N * C);
+    m->lnf = TAKE(N * C);
+    m->lnf_rstd = TAKE(N);
+    m->rope_cos = TAKE((size_t)T * D);
+    m->rope_sin = TAKE((size_t)T * D);
+    m->d_res = TAKE(N * C);
+    m->d_ln = TAKE(N * C);
+    m->d_q = TAKE(N * QD);
+    m->d_att = TAKE(N * QD);
+    m->d_qn = TAKE(N * QD);
+    m->d_k = TAKE(N * KD);
+    m->d_v = TAKE(N * KD);
+    m->d_kn = TAKE(N * KD);
+    m->d_gate = TAKE(N * I);
+    m->d_up = TAKE(N * I);
+    m->d_act = TAKE(N * I);
+#undef TAKE
+#undef ALIGN16
+    m->ids = be->alloc(be, sizeof(int32_t) * N);
+    m->targets = be->alloc(be, sizeof(int32_t) * N);
+    real_t *cs = pt_malloc(sizeof(real_t) * (size_t)T * D), *sn = pt_malloc(sizeof(real_t) * (size_t)T * D);
+    rope_tables(c, T, cs, sn);
+    be->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
+    be->upload(be, m->rope_sin, sn, sizeof(real_t) * (size_t)T * D);
+    free(cs);
+    free(sn);
+    m->max_B = B;
+    m->max_T = T;
+    return 0;
+}
+
+static int check_ids(const qwen3_model *m, const int32_t *ids, const int32_t *targets, size_t N) {
+    for (size_t i = 0; i < N; i++) {
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size) {
+            pt_set_error("input token %zu has id %d outside the vocabulary [0, %d)", i, ids[i], m->cfg.vocab_size);
+            return -1;
+        }
+        if (targets && targets[i] != -100 && (targets[i] < 0 || targets[i] >= m->cfg.vocab_size)) {
+            pt_set_error("label %zu has id %d outside the vocabulary [0, %d) (and is not -100)", i, targets[i],
+                         m->cfg.vocab_size);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// Shared forward up to the final norm (output in m->lnf).
+static void forward_trunk(qwen3_model *m, int B, int T) {
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
+              KV = c->num_key_value_heads, D = c->head_dim;
+    const float eps = (float)c->rms_norm_eps;
+    be->embedding_forward(be, m->acts[0].res_in, m->ids, m->embed, N, C);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        qwen3_layer_acts *a = &m->acts[l];
+        const qwen3_layer_params *p = &m->layers[l];
+        real_t *res_out = l + 1 < c->num_hidden_layers ? m->acts[l + 1].res_in : m->res_final;
+        // attention block
+        be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
+        be->matmul_forward(be, a->q_raw, a->ln1, p->q, N, C, H * D);
+        be->matmul_forward(be, a->k_raw, a->ln1, p->k, N, C, KV * D);
+        be->matmul_forward(be, a->v, a->ln1, p->v, N, C, KV * D);
+        be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
+        be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
+        be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
+        be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
+        be->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
+        be->matmul_forward(be, a->res_mid, a->att_out, p->o, N, H * D, C);
+        be->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
+        // MLP block
+        be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
+        be->matmul_forward(be, a->gate, a->ln2, p->gate, N, C, I);
+        be->matmul_forward(be, a->up, a->ln2, p->up, N, C, I);
+        be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
+        be->matmul_forward(be, res_out, a->act, p->down, N, I, C);
+        be->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+    }
+    be->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
+}
+
+static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int *num_targets) {
+    const size_t N = (size_t)B * T;
+    if (check_ids(m, ids, targets, N) != 0) return -1;
+    if (qwen3_alloc_activations(m, B, T) != 0) return -1;
+    m->be->upload(m->be, m->ids, ids, sizeof(int32_t) * N);
+    int count = 0;
+    if (targets) {
+        m->be->upload(m->be, m->targets, targets, sizeof(int32_t) * N);
+        for (size_t i = 0; i < N; i++) count += targets[i] != -100;
+    }
+    if (num_targets) *num_targets = count;
+    return 0;
+}
+
+int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, double *loss_sum,
+                  int *num_targets, float *logits_out) {
+    if (prepare(m, ids, targets, B, T, num_targets) != 0) return -1;
+    pt_backend *be = m->be;
+    const int N = B * T, C = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    forward_trunk(m, B, T);
+    if (logits_out) {
+        real_t *lg = be->alloc(be, sizeof(real_t) * (size_t)N * V);
+        be->matmul_forward(be, lg, m->lnf, m->lm_head, N, C, V);
+        if (sizeof(real_t) == sizeof(float)) {
+            be->download(be, logits_out, lg, sizeof(float) * (size_t)N * V);
+        } else {
+            real_t *tmp = pt_malloc(sizeof(real_t) * (size_t)N * V);
+            be->download(be, tmp, lg, sizeof(real_t) * (size_t)N * V);
+            for (size_t i = 0; i < (size_t)N * V; i++) logits_out[i] = (float)tmp[i];
+            free(tmp);
+        }
+        be->free(be, lg);
+    }
+    if (targets && loss_sum)
+        be->lm_head_xent(be, loss_sum, NULL, NULL, m->lnf, m->lm_head, m->targets, N, C, V, 0.0f);
+    return 0;
+}
+
+int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+                           float loss_scale, double *loss_sum, int *num_targets) {
+    if (!m->grads) qwen3_alloc_grads(m);
+    if (prepare(m, ids, targets, B, T, num_targets) != 0) return -1;
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
+              KV = c->num_key_value_heads, D = c->head_dim, V = c->vocab_size;
+    forward_trunk(m, B, T);
+    // Fused lm_head + loss: d_ln = d(loss)/d(lnf), dlm_head accumulated.
+    be->lm_head_xent(be, loss_sum, m->d_ln, m->dlm_head, m->lnf, m->lm_head, m->targets, N, C, V, loss_scale);
+    be->zero(be, m->d_res, sizeof(real_t) * (size_t)N * C);
+    be->rmsnorm_backward(be, m->d_res, m->dfinal_norm, m->d_ln, m->res_final, m->final_norm, m->lnf_rstd, N, C);
+    for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
+        const qwen3_layer_acts *a = &m->acts[l];
+        const qwen3_layer_params *p = &m->layers[l];
+        const qwen3_layer_params *dp = &m->dlayers[l];
+        // d_res = d(res_out). MLP: res_out = res_mid + down(silu(gate) * up)
+        be->zero(be, m->d_act, sizeof(real_t) * (size_t)N * I);
+        be->matmul_backward(be, m->d_act, dp->down, m->d_res, a->act, p->down, N, I, C);
+        be->swiglu_backward(be, m->d_gate, m->d_up, m->d_act, a->gate, a->up, (size_t)N * I);
+        be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
+        be->matmul_backward(be, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
+        be->matmul_backward(be, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
+        be->rmsnorm_backward(be, m->d_res, dp->post_norm, m->d_ln, a->res_mid, p->post_norm, a->ln2_rstd, N, C);
+        // d_res = d(res_mid). Attention: res_mid = res_in + o(attn(...))
+        be->zero(be, m->d_att, sizeof(real_t) * (size_t)N * H * D);
+        be->matmul_backward(be, m->d_att, dp->o, m->d_res, a->att_out, p->o, N, H * D, C);
+        be->attention_backward(be, m->d_q, m->d_k, m->d_v, m->d_att, a->q, a->k, a->v, a->att_out, a->att_saved,
+                               B, T, H, KV, D);
+        be->rope_backward(be, m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D);
+        be->rope_backward(be, m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, KV, D);
+        be->zero(be, m->d_qn, sizeof(real_t) * (size_t)N * H * D);
+        be->rmsnorm_backward(be, m->d_qn, dp->q_norm, m->d_q, a->q_raw, p->q_norm, a->q_rstd, N * H, D);
+        be->zero(be, m->d_kn, sizeof(real_t) * (size_t)N * KV * D);
+        be->rmsnorm_backward(be, m->d_kn, dp->k_norm, m->d_k, a->k_raw, p->k_norm, a->k_rstd, N * KV, D);
+        be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
+        be->matmul_backward(be, m->d_ln, dp->q, m->d_qn, a->ln1, p->q, N, C, H * D);
+        be->matmul_backward(be, m->d_ln, dp->k, m->d_kn, a->ln1, p->k, N, C, KV * D);
+        be->matmul_backward(be, m->d_ln, dp->v, m->d_v, a->ln1, p->v, N, C, KV * D);
+        be->rmsnorm_backward(be, m->d_res, dp->input_norm, m->d_ln, a->res_in, p->input_norm, a->ln1_rstd, N, C);
+    }
+    be->embedding_backward(be, m->dembed, m->d_res, m->ids, N, C);
+    return 0;
+}
+
+void qwen3_init_weights(qwen3_model *m, uint64_t seed) {
+    real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
+    memset(host, 0, sizeof(real_t) * m->num_params);
+    const double std = m->cfg.initializer_range;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const qwen3_param_info *t = &m->tensors[i];
+        real_t *p = host + t->offset;
+        if (t->ndim == 1) {
+            for (size_t j = 0; j < t->numel; j++) p[j] = 1;
+            continue;
+        }
+        const uint32_t stream = pt_stream_id(t->name);
+#pragma omp parallel for
+        for (size_t j = 0; j < t->numel; j++) p[j] = (real_t)(std * pt_philox_normal(seed, stream, j));
+    }
+    m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+    free(host);
+}
+
+double qwen3_train_flops_per_token(const qwen3_config *c, int T) {
+    const double C = c->hidden_size, I = c->intermediate_size, QD = (double)c->num_attention_heads * c->head_dim,
+                 KD = (double)c->num_key_value_heads * c->head_dim;
+    double per_layer = C * QD * 2 + C * KD * 2 + 3 * C * I;
+    double matmul_params = per_layer * c->num_hidden_layers + (double)c->vocab_size * C;
+    // causal attention: QK^T and PV, forward 2 matmuls x 2 flops, x3 for training, halved by the mask
+    double attn = 6.0 * c->num_hidden_layers * T * QD;
+    return 6.0 * matmul_params + attn;
+}

@@ -1,0 +1,101 @@
+// Qwen3 dense decoder: parameter layout, forward and backward over the
+// backend interface (src/backend/backend.h). Mirrors transformers'
+// modeling_qwen3.py with eager attention.
+//
+// Parameters, gradients and AdamW moments each live in ONE contiguous
+// backend buffer; tensors are views at fixed offsets (qwen3_param_info).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/config.h"
+
+// Tensor kinds within a layer, in HF state-dict order.
+enum {
+    P_INPUT_NORM, P_Q, P_K, P_V, P_O, P_Q_NORM, P_K_NORM, P_POST_NORM, P_GATE, P_UP, P_DOWN, P_LAYER_COUNT
+};
+
+typedef struct {
+    char name[96];     // HF state-dict name
+    int ndim;
+    int64_t shape[2];  // [out, in] for linears
+    size_t offset;     // in elements, into the parameter buffer
+    size_t numel;
+    int layer;         // -1 for embed/final norm/lm_head
+    int kind;          // P_* within a layer, -1 otherwise
+} qwen3_param_info;
+
+typedef struct {
+    real_t *input_norm, *q, *k, *v, *o, *q_norm, *k_norm, *post_norm, *gate, *up, *down;
+} qwen3_layer_params;
+
+// Saved activations of one layer (N = B*T rows).
+typedef struct {
+    real_t *res_in;      // [N,C] residual stream entering the layer
+    real_t *ln1, *ln1_rstd;   // [N,C], [N]
+    real_t *q_raw, *k_raw;    // [N,H*D], [N,KV*D] projections before q/k norm
+    real_t *q_rstd, *k_rstd;  // [N*H], [N*KV]
+    real_t *q, *k, *v;        // [N,H*D], [N,KV*D], [N,KV*D]: q,k after norm + RoPE
+    real_t *att_saved;        // backend-defined
+    real_t *att_out;          // [N,H*D]
+    real_t *res_mid;          // [N,C] residual after attention
+    real_t *ln2, *ln2_rstd;   // [N,C], [N]
+    real_t *gate, *up, *act;  // [N,I]
+} qwen3_layer_acts;
+
+typedef struct {
+    qwen3_config cfg;
+    pt_backend *be;
+
+    int num_tensors;
+    qwen3_param_info *tensors;
+    size_t num_params;
+    real_t *params;   // backend memory [num_params]
+    real_t *grads;    // backend memory [num_params], NULL until qwen3_alloc_grads
+
+    // views into params / grads
+    real_t *embed, *final_norm, *lm_head;  // lm_head == embed when tied
+    qwen3_layer_params *layers, *dlayers;
+    real_t *dembed, *dfinal_norm, *dlm_head;
+
+    // activations for up to max_B x max_T
+    int max_B, max_T;
+    qwen3_layer_acts *acts;
+    real_t *res_final;            // [N,C] stream after the last layer
+    real_t *lnf, *lnf_rstd;       // [N,C], [N]
+    real_t *rope_cos, *rope_sin;  // [max_T, D]
+    int32_t *ids, *targets;       // backend copies [N]
+    // backward scratch
+    real_t *d_res, *d_ln, *d_q, *d_k, *d_v, *d_att, *d_qn, *d_kn, *d_gate, *d_up, *d_act;
+    real_t *act_memory;           // the single activation allocation
+    size_t act_bytes;
+} qwen3_model;
+
+// Builds the parameter layout and allocates parameters (zeroed) on `be`.
+int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be);
+void qwen3_free(qwen3_model *m);
+void qwen3_alloc_grads(qwen3_model *m);
+// Allocates activations for batches up to B x T (re-allocates when larger).
+int qwen3_alloc_activations(qwen3_model *m, int B, int T);
+const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name);
+// Whether a tensor gets weight decay (HF Trainer: not norms or biases).
+int qwen3_tensor_decays(const qwen3_param_info *t);
+
+// Forward on ids[B,T] (host). With targets (host, -100 = ignore) returns the
+// summed token loss in *loss_sum and the count in *num_targets; `logits_out`
+// (host [B,T,V]) is filled when non-NULL.
+int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, double *loss_sum,
+                  int *num_targets, float *logits_out);
+// Forward + backward: grads += loss_scale * d(loss_sum)/d(params) (grads are
+// NOT zeroed, so micro-batches accumulate).
+// loss_scale is 1/(targets in the whole optimizer step) for the mean loss.
+int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+                           float loss_scale, double *loss_sum, int *num_targets);
+
+// Random init: normal(0, initializer_range) for linear/embedding weights, ones
+// for norms, from Philox indexed by (seed, tensor name, element).
+void qwen3_init_weights(qwen3_model *m, uint64_t seed);
+
+// FLOPs of one training step per token (6*N_matmul + attention), for MFU.
+double qwen3_train_flops_per_token(const qwen3_config *cfg, int T);

@@ -1,0 +1,43 @@
+// The training loop: batches -> forward/backward (with gradient
+// accumulation) -> clip -> schedule -> AdamW, metrics as JSONL.
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/qwen3.h"
+
+// Flags follow Hugging Face TrainingArguments names (defaults too, except
+// where noted).
+typedef struct {
+    const char *model_dir;    // HF model directory to start from
+    const char *data_path;    // token shard
+    const char *output_dir;
+    const char *backend;      // "cpu-ref"
+    double learning_rate;     // 5e-5
+    double weight_decay;      // 0
+    double adam_beta1, adam_beta2, adam_epsilon;  // 0.9, 0.999, 1e-8
+    double max_grad_norm;     // 1.0; 0 disables clipping
+    int per_device_train_batch_size;  // 8
+    int gradient_accumulation_steps;  // 1
+    long max_steps;           // required (> 0)
+    long warmup_steps;        // 0
+    const char *lr_scheduler_type;    // "linear"
+    long logging_steps;       // progress line every N steps (metrics.jsonl gets every step)
+    uint64_t seed;            // 42
+    int seq_len;              // required
+    bool shuffle;             // false (core issue semantics: sequential windows)
+    bool quiet;
+} pt_train_args;
+
+void pt_train_args_defaults(pt_train_args *a);
+// Runs training; writes OUTPUT/metrics.jsonl, OUTPUT/train_args.json and the
+// final HF model into OUTPUT. Returns 0 or -1 (error set).
+int pt_train(const pt_train_args *a);
+
+// Per-step record (also used by tests in-process).
+typedef struct {
+    long step;
+    double loss, grad_norm, lr;
+    long tokens;
+    double step_time_s;
+} pt_step_record;
