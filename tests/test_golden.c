@@ -159,6 +159,11 @@ static void check_variant(const char *variant) {
     qwen3_free(&fm);
     pt_backend_destroy(be2);
     st_close(&ex);
+    char rm[4200];
+    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    free(want_logits); free(logits); free(want_loss); free(want_losses); free(want_norms); free(want_lrs);
+    free(mpath); free(tmp); free(data); free(exp_path); free(dir);
 }
 
 int main(void) {

@@ -37,11 +37,18 @@ int cmd_eval(int argc, char **argv) {
     pt_backend *be = pt_backend_create(backend);
     if (!be) return cli_fail();
     qwen3_model m;
-    if (hf_model_load(&m, model_dir, be) != 0) return cli_fail();
+    if (hf_model_load(&m, model_dir, be) != 0) {
+        pt_backend_destroy(be);
+        return cli_fail();
+    }
     pt_loader_config lc = {.data_path = data, .seq_len = (int)T, .rows_per_step = (int)B, .dp_world = 1,
                            .model_vocab = (uint32_t)m.cfg.vocab_size};
     pt_loader *l = pt_loader_open(&lc);
-    if (!l) return cli_fail();
+    if (!l) {
+        qwen3_free(&m);
+        pt_backend_destroy(be);
+        return cli_fail();
+    }
     uint64_t nbatches = pt_loader_num_rows(l) / (uint64_t)B;
     if (nbatches == 0) nbatches = 1;  // fewer windows than B: one (wrapping) batch
     if (max_batches >= 0 && (uint64_t)max_batches < nbatches) nbatches = (uint64_t)max_batches;

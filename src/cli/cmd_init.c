@@ -32,7 +32,10 @@ int cmd_init(int argc, char **argv) {
     if (qwen3_config_load(&cfg, config) != 0) return cli_fail();
     pt_backend *be = pt_backend_create("cpu-ref");
     qwen3_model m;
-    if (qwen3_create(&m, &cfg, be) != 0) return cli_fail();
+    if (qwen3_create(&m, &cfg, be) != 0) {
+        pt_backend_destroy(be);
+        return cli_fail();
+    }
     qwen3_init_weights(&m, (uint64_t)seed);
     int rc = hf_model_save(&m, out, "float32", 0);
     size_t n = m.num_params;

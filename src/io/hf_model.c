@@ -35,7 +35,10 @@ static int shards_open(shard_set *s, const char *dir) {
         s->files = pt_calloc(1, sizeof(st_file));
         s->names[0] = pt_strdup("model.safetensors");
         rc = st_open(&s->files[0], single);
-        if (rc) s->n = 0;
+        if (rc) {
+            free(s->names[0]);
+            s->n = 0;
+        }
     } else if (pt_file_exists(index)) {
         cJSON *root = pt_json_parse_file(index);
         if (!root) goto done;

@@ -1,0 +1,47 @@
+# Thin wrapper over CMake/CTest. `make demo` and `make test` are the README's set-up.
+JOBS ?= $(shell nproc)
+BUILD ?= build
+FUZZ_SECONDS ?= 20
+
+.PHONY: all build deps test test-fast test-asan fuzz fuzz-long demo bench clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+# Everything: the Release suite, the suite again under ASan+UBSan, and a short
+# libFuzzer run of every fuzz target.
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory fuzz
+	@echo "make test: all suites passed"
+
+test-fast: build
+	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j$(JOBS) -LE no-sanitizer
+
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPT_FUZZ=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_targets
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+# The longer campaign documented in the README (default 10 minutes per target).
+fuzz-long: FUZZ_SECONDS=600
+fuzz-long: fuzz
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+clean:
+	rm -rf build build-asan build-fuzz

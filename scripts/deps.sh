@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need. Idempotent: when
+# everything is present it only runs dpkg-query (well under a second).
+set -euo pipefail
+PKGS=(
+  build-essential cmake pkg-config   # toolchain
+  libcjson-dev                       # JSON (configs, safetensors headers, manifests)
+  libssl-dev                         # SHA-256 (OpenSSL EVP) for checksums and manifests
+  libpcre2-dev                       # tokenizer pre-tokenizer regex (UTF + UCP + JIT)
+  libutf8proc-dev                    # Unicode NFC normalisation for the tokenizer
+  libopenblas-dev                    # BLAS for the fast CPU backend
+  clang libclang-rt-14-dev libomp-dev  # libFuzzer + sanitizer runtimes, OpenMP for clang
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
