@@ -5,7 +5,8 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config   # toolchain
   libcjson-dev                       # JSON (configs, safetensors headers, manifests)
-  libssl-dev                         # SHA-256 (OpenSSL EVP) for checksums and manifests
+  libssl-dev                         # SHA-256 (OpenSSL EVP) for run manifests and frozen-input hashes
+  libxxhash-dev                      # XXH3-128 checksums of checkpoint tensors (fast enough not to slow saves)
   libpcre2-dev                       # tokenizer pre-tokenizer regex (UTF + UCP + JIT)
   libutf8proc-dev                    # Unicode NFC normalisation for the tokenizer
   libopenblas-dev                    # BLAS for the fast CPU backend

@@ -10,6 +10,8 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_ckpt(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 // Argument parsing: options are "--name value" or "--name=value".
 typedef struct {

@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "data/loader.h"
 #include "io/hf_model.h"
+#include "io/safetensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,15 +12,17 @@
 
 static void help(void) {
     printf("usage: portatrain eval --model DIR --data SHARD --seq-len T [--per-device-eval-batch-size B]\n"
-           "                      [--max-batches N] [--backend NAME]\n\n"
+           "                      [--max-batches N] [--backend NAME] [--logits-out FILE]\n\n"
            "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
-           "--max-batches every full batch of windows in the shard is evaluated once.\n");
+           "--max-batches every full batch of windows in the shard is evaluated once.\n"
+           "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
+           "safetensors, e.g. for tools/hf_check_model.py.\n");
 }
 
 int cmd_eval(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
-    const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref";
+    const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref", *logits_out = NULL;
     int64_t T = 0, B = 8, max_batches = -1;
     const char *o;
     while ((o = argp_next(&p))) {
@@ -30,6 +33,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(o, "--per-device-eval-batch-size")) B = argp_int(&p);
         else if (!strcmp(o, "--max-batches")) max_batches = argp_int(&p);
         else if (!strcmp(o, "--backend")) backend = argp_value(&p);
+        else if (!strcmp(o, "--logits-out")) logits_out = argp_value(&p);
         else return argp_unknown(&p, o);
     }
     if (!model_dir || !data || T <= 0 || B <= 0)
@@ -67,6 +71,22 @@ int cmd_eval(int argc, char **argv) {
         }
         total += ls;
         tokens += nt;
+        if (b == 0 && logits_out) {
+            const size_t V = (size_t)m.cfg.vocab_size;
+            float *lg = pt_malloc(sizeof(float) * (size_t)B * row_len * V);
+            double unused;
+            int un;
+            int wrc = qwen3_forward(&m, ids, NULL, (int)B, row_len, &unused, &un, lg);
+            st_write_tensor t[2] = {
+                {.name = "input_ids", .dtype = ST_I32, .ndim = 2, .shape = {B, row_len}, .data = ids},
+                {.name = "logits", .dtype = ST_F32, .ndim = 3, .shape = {B, row_len, (int64_t)V}, .data = lg}};
+            if (wrc == 0) wrc = st_write(logits_out, t, 2, NULL, 0);
+            free(lg);
+            if (wrc) {
+                rc = cli_fail();
+                break;
+            }
+        }
     }
     if (!rc) {
         double loss = tokens ? total / tokens : NAN;

@@ -19,6 +19,9 @@ static void help(void) {
            "  --max-grad-norm F                  1.0 (0 disables clipping)\n"
            "  --seed N                           42\n"
            "  --logging-steps N                  progress line every N steps (10)\n"
+           "  --save-steps N                     checkpoint every N steps (0: never)\n"
+           "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
+           "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
            "  --quiet                            no progress output\n\n"
            "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
            "model (config.json + model.safetensors) into OUTPUT.\n");
@@ -51,6 +54,9 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int(&p);
         else if (!strcmp(o, "--quiet")) a.quiet = true;
+        else if (!strcmp(o, "--save-steps")) a.save_steps = argp_int(&p);
+        else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int(&p);
+        else if (!strcmp(o, "--resume-from-checkpoint")) a.resume_from_checkpoint = argp_value(&p);
         else return argp_unknown(&p, o);
     }
     if (pt_train(&a) != 0) return cli_fail();

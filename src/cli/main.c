@@ -16,6 +16,8 @@ static const command commands[] = {
     {"eval", cmd_eval, "evaluate a model's loss on a token shard"},
     {"tokenizer", cmd_tokenizer, "encode/decode text with an HF tokenizer.json"},
     {"tokenize", cmd_tokenize, "turn a text corpus into token shards"},
+    {"ckpt", cmd_ckpt, "inspect or verify a training checkpoint"},
+    {"export", cmd_export, "export a checkpoint as a Hugging Face model directory"},
 };
 
 static void usage(FILE *f) {

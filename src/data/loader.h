@@ -1,30 +1,74 @@
 // Deterministic, resumable training batches.
 //
-// The batch of optimizer step s is a pure function of (data, seed, s): the
-// global batch (rows_per_step rows) is defined first, then rank r of a
+// The batch of optimizer step s is a pure function of (data, config, seed, s):
+// the global batch (rows_per_step rows) is defined first, then rank r of a
 // data-parallel group of W ranks takes rows [r*rows/W, (r+1)*rows/W). So the
 // concatenation over ranks is the same for any W, and the cursor is just the
-// step number.
+// step number (restoring it = asking for step k in a new loader).
 //
-// Packed mode: the token stream is cut into windows of seq_len+1 tokens with
-// stride seq_len (inputs w[0:T], labels w[1:T+1]). Unshuffled, step s takes
-// windows s*B .. s*B+B-1 (B = rows_per_step), wrapping around at the end of
-// the data (a new epoch).
+// Rows. Global row g of the run (g = s*B + j, B = rows_per_step) is position
+// p = g mod R of epoch e = g div R, where R is the number of rows per epoch
+// (pt_loader_rows_per_epoch). The row read there is order_e[p]:
+//   - unshuffled: order_e is the identity (the same every epoch);
+//   - shuffled: order_e is a Fisher-Yates permutation driven by Philox
+//     (util/philox.h) keyed by (seed, epoch): a pure function of (seed, epoch),
+//     different every epoch;
+//   - padded mode with group_by_bucket: see below.
+//
+// Packed mode: the token stream (the shards of the data set concatenated) is
+// cut into windows of seq_len+1 tokens with stride seq_len (inputs w[0:T],
+// labels w[1:T+1]). Unshuffled, step s takes windows s*B .. s*B+B-1 (B =
+// rows_per_step), wrapping around at the end of the data (a new epoch).
+// Documents are not separated (their EOS tokens stay in the stream).
+//
+// Padded mode: one document per row. Documents end at the EOS id (inclusive);
+// tokens after the last EOS form a final document. A document of n tokens
+// gives a row of n-1 inputs (d[0:n-1]) and labels (d[1:n]); documents of a
+// single token give no row. Each row belongs to the smallest bucket >= its
+// length; a document longer than the largest bucket is SPLIT (default) into
+// pieces of largest-bucket inputs with stride largest-bucket (every label is
+// predicted exactly once, like packed windows), or TRUNCATED to its first
+// piece. Rows are padded at the end: inputs with the EOS id, labels -100. The
+// step's row length is the smallest bucket that holds its longest global row
+// (the same on every rank), so a static-shape backend sees only bucket lengths.
+// With group_by_bucket, each epoch's order is: rows (permuted if shuffled)
+// stably sorted by bucket, cut into batches of B rows, the last batch
+// completed with the first rows of the epoch (so R is a multiple of B), and the
+// batches put in a Philox-permuted order if shuffled. Steps then never straddle
+// epochs and mostly hold rows of one bucket (little padding).
+//
+// Layout: inputs and labels are dense [local_rows x row_len] int32 (row stride
+// row_len); the buffers must hold local_rows x seq_len.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
 typedef enum { PT_LOADER_PACKED = 0, PT_LOADER_PADDED = 1 } pt_loader_mode;
+typedef enum { PT_LOADER_SPLIT_LONG = 0, PT_LOADER_TRUNCATE_LONG = 1 } pt_loader_long_docs;
+
+#define PT_LOADER_MAX_BUCKETS 32
 
 typedef struct {
-    const char *data_path;  // a v1 shard
+    // A v1 shard file, or a data set: a dataset.json file, a directory holding
+    // one, or a directory of *.bin shards (data/dataset.h).
+    const char *data_path;
     int seq_len;            // T (max row length in padded mode)
     int rows_per_step;      // global rows per optimizer step (batch x accumulation x dp world)
     int dp_rank, dp_world;  // this rank's share (0, 1 for a single process)
     pt_loader_mode mode;
     bool shuffle;
     uint64_t seed;
-    uint32_t model_vocab;   // every id must be < this
+    uint32_t model_vocab;   // every id must be < this (0: only the shards' own vocab is checked)
+    // ---- padded mode (ignored in packed mode) ----
+    // End-of-document id; 0 = take "eos_id" from dataset.json (a bare shard has
+    // none: then it must be given). Token id 0 cannot serve as the EOS.
+    int64_t eos_id;
+    // Ascending bucket lengths, each <= seq_len. num_buckets 0 = {T/8, T/4, T/2, T}
+    // (those >= 1, deduplicated).
+    int num_buckets;
+    int buckets[PT_LOADER_MAX_BUCKETS];
+    pt_loader_long_docs long_docs;
+    bool group_by_bucket;
 } pt_loader_config;
 
 typedef struct pt_loader pt_loader;
@@ -34,10 +78,40 @@ void pt_loader_free(pt_loader *l);
 // Rows this rank gets per step.
 int pt_loader_local_rows(const pt_loader *l);
 // Fills this rank's rows of step `step`: inputs and labels are
-// [local_rows x seq_len] int32 (labels -100 where ignored); *row_len is the
-// row length used (seq_len in packed mode, the bucket in padded mode).
+// [local_rows x row_len] int32 (labels -100 where ignored); *row_len is the
+// row length used (seq_len in packed mode, a bucket in padded mode).
 int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *labels, int *row_len);
-// Windows (packed) or documents (padded) available per epoch.
+// Distinct rows available per epoch: windows (packed) or document pieces
+// (padded; pieces = documents when none is split).
 uint64_t pt_loader_num_rows(const pt_loader *l);
-// sha256 (hex) of the data file(s), for the run manifest.
+// sha256 (hex) of the data, for the run manifest: the shard file's sha256 for
+// a single shard; for a data set, the sha256 of the concatenated token bodies
+// of its shards (independent of how the stream is cut into shards).
 const char *pt_loader_data_sha256(const pt_loader *l);
+
+// ---- additions ----
+// Rows per epoch R (= num_rows, or num_rows rounded up to a multiple of
+// rows_per_step with group_by_bucket).
+uint64_t pt_loader_rows_per_epoch(const pt_loader *l);
+// Epoch of the first row of `step`.
+uint64_t pt_loader_epoch_of_step(const pt_loader *l, uint64_t step);
+// Steps per epoch (rows per epoch / rows per step, rounded up).
+uint64_t pt_loader_steps_per_epoch(const pt_loader *l);
+uint64_t pt_loader_num_tokens(const pt_loader *l);
+// Documents found (padded mode: by EOS; packed mode: 0, documents are not scanned).
+uint64_t pt_loader_num_documents(const pt_loader *l);
+// Padded mode: fraction of the positions that are padding, over the global
+// batches of all pt_loader_batch calls so far (the same on every rank), and for
+// the last call alone. 0 in packed mode.
+double pt_loader_padding_fraction(const pt_loader *l);
+double pt_loader_last_padding_fraction(const pt_loader *l);
+// Buckets in use (padded mode; packed mode: one bucket, seq_len). Returns the count.
+int pt_loader_buckets(const pt_loader *l, const int **buckets);
+// sha256 (hex) of everything that defines the batch sequence except the rank
+// split: data sha256, mode, seq_len, rows_per_step, shuffle, seed, eos, buckets,
+// long-doc policy, grouping. Store it with the cursor (the step) in a
+// checkpoint; a resumed run whose key differs would read other batches.
+const char *pt_loader_state_key(const pt_loader *l);
+// The global row index (into the epoch's row set, < num_rows) served as row j
+// of step `step` (0 <= j < rows_per_step). For tests and tools.
+uint64_t pt_loader_row_of(pt_loader *l, uint64_t step, int j);

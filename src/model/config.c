@@ -145,7 +145,7 @@ int qwen3_config_load(qwen3_config *cfg, const char *path) {
     return rc;
 }
 
-int qwen3_config_save(const qwen3_config *c, const char *path, const char *torch_dtype) {
+cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON *r = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(r, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
@@ -171,6 +171,11 @@ int qwen3_config_save(const qwen3_config *c, const char *path, const char *torch
     cJSON_AddBoolToObject(r, "use_cache", 1);
     cJSON_AddBoolToObject(r, "use_sliding_window", 0);
     cJSON_AddNumberToObject(r, "vocab_size", c->vocab_size);
+    return r;
+}
+
+int qwen3_config_save(const qwen3_config *c, const char *path, const char *torch_dtype) {
+    cJSON *r = qwen3_config_to_json(c, torch_dtype);
     int rc = pt_json_write_file(path, r);
     cJSON_Delete(r);
     return rc;

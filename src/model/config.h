@@ -28,5 +28,8 @@ int qwen3_config_load(qwen3_config *cfg, const char *path);
 int qwen3_config_parse(qwen3_config *cfg, const char *json, size_t len, const char *what);
 // Writes an HF-loadable config.json (atomically). torch_dtype: "float32"/"bfloat16".
 int qwen3_config_save(const qwen3_config *cfg, const char *path, const char *torch_dtype);
+// The same fields as a cJSON object (HF config.json keys); caller frees.
+struct cJSON;
+struct cJSON *qwen3_config_to_json(const qwen3_config *cfg, const char *torch_dtype);
 // Checks internal consistency (positive sizes, heads divisible by kv heads, even head_dim).
 int qwen3_config_validate(const qwen3_config *cfg, const char *what);

@@ -4,6 +4,7 @@
 #include "io/hf_model.h"
 #include "train/optim.h"
 #include "train/schedule.h"
+#include "train/train_state.h"
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,8 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "seed", (double)a->seed);
     cJSON_AddNumberToObject(r, "seq_len", a->seq_len);
     cJSON_AddBoolToObject(r, "shuffle", a->shuffle);
+    cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
+    cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
     cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
     return r;
 }
@@ -76,6 +80,10 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
                      a->lr_scheduler_type);
         return -1;
     }
+    if (a->save_steps < 0 || a->save_total_limit < 0) {
+        pt_set_error("--save-steps and --save-total-limit must be >= 0");
+        return -1;
+    }
     if (*sched == LR_CONSTANT && a->warmup_steps > 0)
         pt_warn("--lr-scheduler-type constant ignores --warmup-steps (as in Hugging Face); use constant_with_warmup");
     return 0;
@@ -86,6 +94,112 @@ static void fmt_eta(double s, char *buf, size_t n) {
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
     else snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+// The training state recorded in a checkpoint after `step` optimizer steps.
+static cJSON *state_json(const pt_train_args *a, const qwen3_model *m, const pt_adamw *opt, long step,
+                         const pt_run_hashes *h, int rows_per_step) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "step", (double)step);
+    cJSON_AddNumberToObject(s, "optimizer_step", opt->t);
+    cJSON *lr = cJSON_AddObjectToObject(s, "lr_scheduler");
+    cJSON_AddStringToObject(lr, "type", a->lr_scheduler_type);
+    cJSON_AddNumberToObject(lr, "base_lr", a->learning_rate);
+    cJSON_AddNumberToObject(lr, "warmup_steps", (double)a->warmup_steps);
+    cJSON_AddNumberToObject(lr, "total_steps", (double)a->max_steps);
+    cJSON_AddNumberToObject(lr, "last_step", (double)step);
+    cJSON *dl = cJSON_AddObjectToObject(s, "data_loader");
+    cJSON_AddNumberToObject(dl, "next_step", (double)step);
+    cJSON_AddNumberToObject(dl, "rows_per_step", rows_per_step);
+    cJSON_AddNumberToObject(dl, "seq_len", a->seq_len);
+    cJSON_AddBoolToObject(dl, "shuffle", a->shuffle);
+    cJSON_AddNumberToObject(dl, "seed", (double)a->seed);
+    cJSON_AddStringToObject(dl, "data_sha256", h->dataset_sha256);
+    // No stateful RNG is used in training: batches (and the shuffle) are a
+    // pure function of (seed, step), so the counter is the whole RNG state.
+    cJSON *rng = cJSON_AddObjectToObject(s, "rng");
+    cJSON_AddStringToObject(rng, "kind", "philox4x32-10, counter-based");
+    cJSON_AddNumberToObject(rng, "seed", (double)a->seed);
+    cJSON_AddNumberToObject(rng, "counter", (double)step);
+    cJSON *mh = cJSON_AddObjectToObject(s, "manifest");
+    cJSON_AddStringToObject(mh, "config_sha256", h->config_sha256);
+    cJSON_AddStringToObject(mh, "initial_weights_sha256", h->initial_weights_sha256);
+    cJSON_AddStringToObject(mh, "dataset_sha256", h->dataset_sha256);
+    cJSON_AddItemToObject(s, "run_config", args_json(a));
+    cJSON_AddItemToObject(s, "model_config", qwen3_config_to_json(&m->cfg, "float32"));
+    return s;
+}
+
+static int json_num(const cJSON *o, const char *path1, const char *path2, double *out) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, path1);
+    if (path2) x = cJSON_GetObjectItemCaseSensitive(x, path2);
+    if (!cJSON_IsNumber(x)) return -1;
+    *out = x->valuedouble;
+    return 0;
+}
+
+// Restores model + optimizer from a checkpoint and checks that the frozen
+// parts of the run match; returns the step to continue from, or -1.
+static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *opt, pt_run_hashes *h,
+                   int rows_per_step) {
+    const cJSON *st = ckpt_state(c);
+    double step, ostep, rows, T;
+    const cJSON *mh = cJSON_GetObjectItemCaseSensitive(st, "manifest");
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "data_loader"),
+                                                       "data_sha256");
+    if (json_num(st, "step", NULL, &step) || json_num(st, "optimizer_step", NULL, &ostep) ||
+        json_num(st, "data_loader", "rows_per_step", &rows) || json_num(st, "data_loader", "seq_len", &T) ||
+        !cJSON_IsString(ds) || !cJSON_IsObject(mh)) {
+        pt_set_error("%s: checkpoint.json lacks the training state (step, optimizer_step, data_loader)",
+                     ckpt_dir(c));
+        return -1;
+    }
+    if (strcmp(ds->valuestring, h->dataset_sha256) != 0) {
+        pt_set_error("%s: the checkpoint was trained on other data (sha256 %.12s..., --data has %.12s...)",
+                     ckpt_dir(c), ds->valuestring, h->dataset_sha256);
+        return -1;
+    }
+    if ((int)rows != rows_per_step || (int)T != a->seq_len) {
+        pt_set_error("%s: the checkpoint's batch is %d rows x %d tokens, this run's %d x %d: resuming would change "
+                     "the data order", ckpt_dir(c), (int)rows, (int)T, rows_per_step, a->seq_len);
+        return -1;
+    }
+    char cfg_hex[65], w_hex[65];
+    pt_hash_model(m, cfg_hex, w_hex);
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(mh, "config_sha256");
+    const cJSON *iw = cJSON_GetObjectItemCaseSensitive(mh, "initial_weights_sha256");
+    if (!cJSON_IsString(ch) || strcmp(ch->valuestring, cfg_hex) != 0) {
+        pt_set_error("%s: the checkpoint's model config differs from %s/config.json", ckpt_dir(c), a->model_dir);
+        return -1;
+    }
+    if (cJSON_IsString(iw)) snprintf(h->initial_weights_sha256, 65, "%s", iw->valuestring);
+    if (pt_load_train_state(c, m, opt) != 0) return -1;
+    opt->t = (int)ostep;
+    if ((long)step >= a->max_steps)
+        pt_warn("checkpoint step %ld is already at --max-steps %ld", (long)step, a->max_steps);
+    return (long)step;
+}
+
+// Keeps the metrics.jsonl lines of steps <= keep_steps (a resumed run
+// rewrites what came after its checkpoint). Returns an append handle.
+static FILE *open_metrics(const char *path, long keep_steps) {
+    if (keep_steps <= 0) return fopen(path, "w");
+    size_t n;
+    char *old = pt_file_exists(path) ? pt_read_file(path, &n) : NULL;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(old);
+        return NULL;
+    }
+    for (char *line = old, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        const char *sp = strstr(line, "\"step\": ");
+        if (sp && strtol(sp + 8, NULL, 10) <= keep_steps) fprintf(f, "%s\n", line);
+        if (!next) break;
+    }
+    free(old);
+    return f;
 }
 
 int pt_train(const pt_train_args *a) {
@@ -119,6 +233,26 @@ int pt_train(const pt_train_args *a) {
     qwen3_alloc_grads(&model);
     if (qwen3_alloc_activations(&model, B, T) != 0) goto done;
     pt_adamw_init(&opt, &model);
+    pt_run_hashes hashes;
+    memset(&hashes, 0, sizeof hashes);
+    snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
+    pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
+    long start_step = 0;
+    double restore_time = -1;
+    if (a->resume_from_checkpoint) {
+        const double tr = pt_now_s();
+        ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        if (!c) goto done;
+        start_step = resume(c, a, &model, &opt, &hashes, B * accum);
+        if (start_step < 0) {
+            ckpt_close(c);
+            goto done;
+        }
+        restore_time = pt_now_s() - tr;
+        if (!a->quiet)
+            pt_info("resumed from %s at step %ld (restore %.3f s)", ckpt_dir(c), start_step, restore_time);
+        ckpt_close(c);
+    }
 
     {
         cJSON *aj = args_json(a);
@@ -129,7 +263,7 @@ int pt_train(const pt_train_args *a) {
         if (wrc) goto done;
     }
     mpath = pt_path_join(a->output_dir, "metrics.jsonl");
-    metrics = fopen(mpath, "w");
+    metrics = open_metrics(mpath, start_step);
     if (!metrics) {
         pt_set_error("%s: cannot open for writing: %s", mpath, strerror(errno));
         goto done;
@@ -145,7 +279,7 @@ int pt_train(const pt_train_args *a) {
                 a->max_steps);
     const double t_start = pt_now_s();
     double loss_first = NAN, loss_last = NAN, loss_min = INFINITY;
-    for (long step = 0; step < a->max_steps; step++) {
+    for (long step = start_step; step < a->max_steps; step++) {
         const double t0 = pt_now_s();
         int row_len = T;
         if (pt_loader_batch(loader, (uint64_t)step, ids, labels, &row_len) != 0) goto done;
@@ -179,18 +313,36 @@ int pt_train(const pt_train_args *a) {
         const long tokens = (long)(rows * (size_t)row_len);
         fprintf(metrics,
                 "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"tokens\": %ld, "
-                "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g}\n",
+                "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
                 step + 1, loss, gnorm, lr, tokens, dt, tokens / dt, flops_tok * tokens / dt);
+        if (restore_time >= 0 && step == start_step) fprintf(metrics, ", \"restore_time_s\": %.6f", restore_time);
+        if (a->save_steps > 0 && (step + 1) % a->save_steps == 0) {
+            cJSON *st = state_json(a, &model, &opt, step + 1, &hashes, B * accum);
+            ckpt_save_stats ss;
+            int src = pt_save_train_state(a->output_dir, step + 1, &model, &opt, st, a->save_total_limit, &ss);
+            cJSON_Delete(st);
+            if (src != 0) {
+                fprintf(metrics, "}\n");
+                pt_prefix_error("step %ld: the previous checkpoint is kept; ", step + 1);
+                goto done;
+            }
+            fprintf(metrics, ", \"save_time_s\": %.6f, \"save_bytes\": %llu, \"save_gb_per_s\": %.4f", ss.seconds,
+                    (unsigned long long)ss.bytes, ss.gb_per_s);
+        }
+        fprintf(metrics, "}\n");
         fflush(metrics);
-        if (step == 0) loss_first = loss;
+        // Test-only fault: die like a killed worker right after step S.
+        const char *kill_at = getenv("PT_FAULT_KILL_AFTER_STEP");
+        if (kill_at && atol(kill_at) == step + 1) raise(SIGKILL);
+        if (step == start_step) loss_first = loss;
         loss_last = loss;
         if (loss < loss_min) loss_min = loss;
         const double elapsed = pt_now_s() - t_start;
-        const double eta = elapsed / (step + 1) * (a->max_steps - step - 1);
+        const double eta = elapsed / (step + 1 - start_step) * (a->max_steps - step - 1);
         char etab[32];
         fmt_eta(eta, etab, sizeof etab);
         bool log_line = !a->quiet && (a->logging_steps > 0 && ((step + 1) % a->logging_steps == 0 ||
-                                                               step + 1 == a->max_steps || step == 0));
+                                                               step + 1 == a->max_steps || step == start_step));
         if (log_line) {
             fprintf(stderr, "%sstep %ld/%ld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  ETA %s\n",
                     tty ? "\r\033[K" : "", step + 1, a->max_steps, loss, gnorm, lr, tokens / dt, etab);

@@ -27,6 +27,9 @@ typedef struct {
     int seq_len;              // required
     bool shuffle;             // false (core issue semantics: sequential windows)
     bool quiet;
+    long save_steps;          // checkpoint every N optimizer steps (0: never)
+    int save_total_limit;     // keep the newest K checkpoints (0: all)
+    const char *resume_from_checkpoint;  // NULL, "latest" or a checkpoint dir
 } pt_train_args;
 
 void pt_train_args_defaults(pt_train_args *a);

@@ -1,0 +1,101 @@
+// portatrain export: a training checkpoint -> a Hugging Face model directory.
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "io/checkpoint.h"
+#include "io/hf_model.h"
+#include "util/common.h"
+#include "util/fileio.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: portatrain export --checkpoint DIR --output-dir HFDIR [--dtype float32|bfloat16]\n"
+           "                        [--max-shard-size BYTES] [--tokenizer DIR]\n\n"
+           "Writes config.json and model.safetensors (or model-0000K-of-0000N.safetensors + index when the\n"
+           "weights exceed --max-shard-size, default 5000000000) that transformers loads unchanged, and\n"
+           "copies tokenizer.json / tokenizer_config.json from --tokenizer (default: the training run's\n"
+           "model directory, when it has them). The checkpoint is verified first.\n");
+}
+
+static int copy_file(const char *src, const char *dst) {
+    size_t n;
+    char *d = pt_read_file(src, &n);
+    if (!d) return -1;
+    int rc = pt_write_file_atomic(dst, d, n);
+    free(d);
+    return rc;
+}
+
+int cmd_export(int argc, char **argv) {
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *ck = NULL, *out = NULL, *dtype = "float32", *tok = NULL;
+    int64_t max_shard = 5000000000LL;
+    const char *o;
+    while ((o = argp_next(&p))) {
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
+        else if (!strcmp(o, "--checkpoint")) ck = argp_value(&p);
+        else if (!strcmp(o, "--output-dir")) out = argp_value(&p);
+        else if (!strcmp(o, "--dtype")) dtype = argp_value(&p);
+        else if (!strcmp(o, "--max-shard-size")) max_shard = argp_int(&p);
+        else if (!strcmp(o, "--tokenizer")) tok = argp_value(&p);
+        else return argp_unknown(&p, o);
+    }
+    if (!ck || !out) return cli_usage_error("export", "--checkpoint and --output-dir are required");
+    if (strcmp(dtype, "float32") && strcmp(dtype, "bfloat16"))
+        return cli_usage_error("export", "--dtype must be float32 or bfloat16");
+    ckpt *c = ckpt_open(ck);
+    if (!c) return cli_fail();
+    if (ckpt_verify(c) != 0) {
+        ckpt_close(c);
+        return cli_fail();
+    }
+    const cJSON *st = ckpt_state(c);
+    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(st, "model_config");
+    char *mtext = mc ? cJSON_PrintUnformatted(mc) : NULL;
+    qwen3_config cfg;
+    if (!mtext || qwen3_config_parse(&cfg, mtext, strlen(mtext), "checkpoint.json model_config") != 0) {
+        free(mtext);
+        ckpt_close(c);
+        return cli_fail();
+    }
+    free(mtext);
+    pt_backend *be = pt_backend_create("cpu-ref");
+    qwen3_model m;
+    int rc = qwen3_create(&m, &cfg, be);
+    float *host = rc ? NULL : pt_calloc(m.num_params, sizeof(float));
+    for (int i = 0; !rc && i < m.num_tensors; i++) {
+        const qwen3_param_info *t = &m.tensors[i];
+        char name[160];
+        snprintf(name, sizeof name, "model/%s", t->name);
+        int64_t off[2] = {0, 0};
+        rc = ckpt_read(c, name, t->ndim, off, t->shape, host + t->offset);
+    }
+    if (!rc) {
+        be->upload(be, m.params, host, sizeof(float) * m.num_params);
+        rc = hf_model_save(&m, out, dtype, (uint64_t)max_shard);
+    }
+    if (!rc) {
+        // tokenizer files: --tokenizer, else the run's model directory
+        const char *src = tok;
+        const cJSON *rcfg = cJSON_GetObjectItemCaseSensitive(st, "run_config");
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(rcfg, "model");
+        if (!src && cJSON_IsString(md)) src = md->valuestring;
+        const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
+        for (int i = 0; src && i < 2 && !rc; i++) {
+            char *sp = pt_path_join(src, files[i]), *dp = pt_path_join(out, files[i]);
+            if (pt_file_exists(sp)) rc = copy_file(sp, dp);
+            else if (tok) pt_warn("%s not found; not copied", sp);
+            free(sp);
+            free(dp);
+        }
+    }
+    if (!rc) fprintf(stderr, "exported %s (step %ld) to %s as %s\n", ckpt_dir(c), ckpt_step(c), out, dtype);
+    free(host);
+    if (m.be) qwen3_free(&m);
+    pt_backend_destroy(be);
+    ckpt_close(c);
+    return rc ? cli_fail() : 0;
+}

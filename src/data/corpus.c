@@ -1,0 +1,196 @@
+#include "data/corpus.h"
+#include "util/common.h"
+#include "util/hash.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct pt_corpus_reader {
+    char *path;
+    FILE *f;
+    pt_corpus_kind kind;
+    char *field;
+    char *buf;  // line buffer (getline) or whole-file buffer
+    size_t cap;
+    uint64_t line_no, bytes, docs;
+    cJSON *json;  // the current jsonl document's tree
+    pt_sha256 *sha;
+    char hex[65];
+    bool done;
+};
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+pt_corpus_kind pt_corpus_kind_of(const char *path, bool lines) {
+    if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson")) return PT_CORPUS_JSONL;
+    return lines ? PT_CORPUS_LINES : PT_CORPUS_TEXT;
+}
+
+pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_field) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        pt_set_error("%s: cannot open input: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+        pt_set_error("%s: not a readable file", path);
+        fclose(f);
+        return NULL;
+    }
+    pt_corpus_reader *r = pt_calloc(1, sizeof *r);
+    r->path = pt_strdup(path);
+    r->f = f;
+    r->kind = pt_corpus_kind_of(path, lines);
+    r->field = pt_strdup(text_field && *text_field ? text_field : "text");
+    r->sha = pt_sha256_new();
+    return r;
+}
+
+static void finish(pt_corpus_reader *r) {
+    if (r->done) return;
+    r->done = true;
+    pt_sha256_final_hex(r->sha, r->hex);
+    r->sha = NULL;
+}
+
+static int read_error(pt_corpus_reader *r) {
+    pt_set_error("%s: read error: %s", r->path, strerror(errno));
+    return -1;
+}
+
+// Next line without its terminator: 1, 0 at EOF, -1 on error.
+static int next_line(pt_corpus_reader *r, size_t *len) {
+    ssize_t n = getline(&r->buf, &r->cap, r->f);
+    if (n < 0) {
+        if (ferror(r->f)) return read_error(r);
+        return 0;
+    }
+    r->line_no++;
+    r->bytes += (uint64_t)n;
+    pt_sha256_update(r->sha, r->buf, (size_t)n);
+    if (n > 0 && r->buf[n - 1] == '\n') n--;
+    if (n > 0 && r->buf[n - 1] == '\r') n--;
+    r->buf[n] = 0;
+    *len = (size_t)n;
+    return 1;
+}
+
+static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
+    for (;;) {
+        size_t n;
+        int rc = next_line(r, &n);
+        if (rc <= 0) return rc;
+        size_t i = 0;
+        while (i < n && (r->buf[i] == ' ' || r->buf[i] == '\t')) i++;
+        if (i == n) continue;  // blank line
+        if (r->json) cJSON_Delete(r->json);
+        const char *end = NULL;
+        r->json = cJSON_ParseWithLengthOpts(r->buf, n, &end, 0);
+        if (!r->json) {
+            size_t at = end ? (size_t)(end - r->buf) : 0;
+            if (at > n) at = n;
+            pt_set_error("%s:%llu: malformed JSON line (near byte %zu)", r->path, (unsigned long long)r->line_no,
+                         at + 1);
+            return -1;
+        }
+        for (const char *p = end; p && p < r->buf + n; p++)
+            if (*p != ' ' && *p != '\t') {
+                pt_set_error("%s:%llu: trailing characters after the JSON value", r->path,
+                             (unsigned long long)r->line_no);
+                return -1;
+            }
+        if (!cJSON_IsObject(r->json)) {
+            pt_set_error("%s:%llu: expected a JSON object with a \"%s\" string", r->path,
+                         (unsigned long long)r->line_no, r->field);
+            return -1;
+        }
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, r->field);
+        if (!v) {
+            pt_set_error("%s:%llu: no \"%s\" field (choose one with --text-field)", r->path,
+                         (unsigned long long)r->line_no, r->field);
+            return -1;
+        }
+        if (!cJSON_IsString(v) || !v->valuestring) {
+            pt_set_error("%s:%llu: field \"%s\" is not a string", r->path, (unsigned long long)r->line_no, r->field);
+            return -1;
+        }
+        size_t m = strlen(v->valuestring);
+        if (m == 0) continue;
+        *text = v->valuestring;
+        *len = m;
+        return 1;
+    }
+}
+
+static int next_whole(pt_corpus_reader *r, const char **text, size_t *len) {
+    if (r->docs > 0 || r->line_no > 0) return 0;
+    r->line_no = 1;  // marks "read"
+    size_t n = 0;
+    for (;;) {
+        if (r->cap - n < (1u << 16) + 1) {
+            r->cap = r->cap ? 2 * r->cap : (1u << 20);
+            r->buf = pt_realloc(r->buf, r->cap);
+        }
+        size_t got = fread(r->buf + n, 1, r->cap - n - 1, r->f);
+        pt_sha256_update(r->sha, r->buf + n, got);
+        n += got;
+        if (got == 0) {
+            if (ferror(r->f)) return read_error(r);
+            break;
+        }
+    }
+    r->buf[n] = 0;
+    r->bytes = n;
+    if (n == 0) return 0;
+    *text = r->buf;
+    *len = n;
+    return 1;
+}
+
+int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len) {
+    if (r->done) return 0;
+    int rc;
+    switch (r->kind) {
+    case PT_CORPUS_JSONL: rc = next_jsonl(r, text, len); break;
+    case PT_CORPUS_LINES:
+        for (;;) {
+            rc = next_line(r, len);
+            if (rc != 1 || *len > 0) break;
+        }
+        if (rc == 1) *text = r->buf;
+        break;
+    default: rc = next_whole(r, text, len); break;
+    }
+    if (rc == 1) r->docs++;
+    if (rc == 0) finish(r);
+    return rc;
+}
+
+uint64_t pt_corpus_bytes(const pt_corpus_reader *r) { return r->bytes; }
+uint64_t pt_corpus_documents(const pt_corpus_reader *r) { return r->docs; }
+void pt_corpus_sha256(const pt_corpus_reader *r, char hex[65]) {
+    if (r->done) memcpy(hex, r->hex, 65);
+    else hex[0] = 0;
+}
+
+void pt_corpus_close(pt_corpus_reader *r) {
+    if (!r) return;
+    if (r->f) fclose(r->f);
+    if (r->json) cJSON_Delete(r->json);
+    if (r->sha) {
+        char tmp[65];
+        pt_sha256_final_hex(r->sha, tmp);
+    }
+    free(r->buf);
+    free(r->field);
+    free(r->path);
+    free(r);
+}

@@ -1,0 +1,763 @@
+#define _XOPEN_SOURCE 700
+#define _DEFAULT_SOURCE
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "util/common.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define CKPT_FORMAT "portatrain-checkpoint"
+#define CKPT_VERSION 1
+
+// ---------------------------------------------------------------- faults
+
+static void maybe_crash(const char *stage) {
+    const char *at = getenv("PT_CKPT_CRASH_AT");
+    if (at && !strcmp(at, stage)) raise(SIGKILL);
+}
+
+static long long g_enospc_budget = -2;  // -2: not read yet, -1: no fault
+static int faulty_write_all(int fd, const void *data, size_t len, const char *path) {
+    if (g_enospc_budget == -2) {
+        const char *e = getenv("PT_FAULT_ENOSPC_AFTER");
+        g_enospc_budget = e ? atoll(e) : -1;
+    }
+    if (g_enospc_budget >= 0) {
+        if ((long long)len > g_enospc_budget) {
+            size_t part = (size_t)g_enospc_budget;
+            if (part) pt_write_all(fd, data, part, path);
+            g_enospc_budget = 0;
+            pt_set_error("%s: write failed: %s", path, strerror(ENOSPC));
+            return -1;
+        }
+        g_enospc_budget -= (long long)len;
+    }
+    return pt_write_all(fd, data, len, path);
+}
+
+// ---------------------------------------------------------------- helpers
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    return remove(p);
+}
+static int rm_rf(const char *path) {
+    if (!pt_file_exists(path)) return 0;
+    if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+        pt_set_error("%s: cannot remove: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void hash_hex(const void *data, size_t n, char out[48]) {
+    XXH128_hash_t h = XXH3_128bits(data, n);
+    snprintf(out, 48, "xxh3-128:%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+}
+
+static int64_t box_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+static long parse_ckpt_step(const char *name) {
+    if (strncmp(name, "checkpoint-", 11) != 0) return -1;
+    char *end;
+    long s = strtol(name + 11, &end, 10);
+    return (*end || end == name + 11 || s < 0) ? -1 : s;
+}
+
+static cJSON *int_array(const int64_t *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+    return a;
+}
+
+static int write_small_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        pt_set_error("%s: cannot create: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = faulty_write_all(fd, text, strlen(text), path);
+    if (!rc && fsync(fd) != 0) {
+        pt_set_error("%s: fsync failed: %s", path, strerror(errno));
+        rc = -1;
+    }
+    close(fd);
+    return rc;
+}
+
+// ---------------------------------------------------------------- save
+
+// The safetensors key of a slice: the tensor name when it is the whole
+// tensor, else "name@o0,o1,..." so several slices can share one file.
+static void slice_key(const ckpt_slice *s, char *key, size_t n) {
+    int whole = 1;
+    for (int d = 0; d < s->ndim; d++) whole &= s->offset[d] == 0 && s->shape[d] == s->global_shape[d];
+    snprintf(key, n, "%s", s->name);
+    if (whole) return;
+    for (int d = 0; d < s->ndim; d++)
+        snprintf(key + strlen(key), n - strlen(key), "%c%lld", d ? ',' : '@', (long long)s->offset[d]);
+}
+
+// Writes one rank's slices as a safetensors file; appends the manifest
+// entries (checksums) to `tensors`.
+static int write_rank_file(const char *dir, const char *fname, const ckpt_slice *s, int n, cJSON *tensors,
+                           uint64_t *bytes_out) {
+    char *path = pt_path_join(dir, fname);
+    cJSON *hdr = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(hdr, "__metadata__");
+    cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t b = (uint64_t)box_numel(s[i].ndim, s[i].shape) * 4;
+        char key[512];
+        slice_key(&s[i], key, sizeof key);
+        cJSON *e = cJSON_AddObjectToObject(hdr, key);
+        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON_AddItemToObject(e, "shape", int_array(s[i].shape, s[i].ndim));
+        cJSON *of = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + b)));
+        off += b;
+    }
+    char *json = cJSON_PrintUnformatted(hdr);
+    cJSON_Delete(hdr);
+    size_t jn = strlen(json), padded = (jn + 7) & ~(size_t)7;
+    json = pt_realloc(json, padded);
+    memset(json + jn, ' ', padded - jn);
+    int rc = -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        pt_set_error("%s: cannot create: %s", path, strerror(errno));
+        goto done;
+    }
+    uint8_t lenb[8];
+    for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    if (faulty_write_all(fd, lenb, 8, path) || faulty_write_all(fd, json, padded, path)) goto close_fd;
+    for (int i = 0; i < n; i++) {
+        size_t b = (size_t)box_numel(s[i].ndim, s[i].shape) * 4;
+        if (faulty_write_all(fd, s[i].data, b, path)) goto close_fd;
+        char h[48];
+        hash_hex(s[i].data, b, h);
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(tensors, s[i].name);
+        if (!t) {
+            t = cJSON_AddObjectToObject(tensors, s[i].name);
+            cJSON_AddStringToObject(t, "dtype", "F32");
+            cJSON_AddItemToObject(t, "shape", int_array(s[i].global_shape, s[i].ndim));
+            cJSON_AddArrayToObject(t, "slices");
+        }
+        cJSON *sl = cJSON_CreateObject();
+        cJSON_AddStringToObject(sl, "file", fname);
+        char key[512];
+        slice_key(&s[i], key, sizeof key);
+        cJSON_AddStringToObject(sl, "key", key);
+        cJSON_AddItemToObject(sl, "offset", int_array(s[i].offset, s[i].ndim));
+        cJSON_AddItemToObject(sl, "shape", int_array(s[i].shape, s[i].ndim));
+        cJSON_AddStringToObject(sl, "checksum", h);
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(t, "slices"), sl);
+    }
+    if (fsync(fd) != 0) {
+        pt_set_error("%s: fsync failed: %s", path, strerror(errno));
+        goto close_fd;
+    }
+    *bytes_out = 8 + padded + off;
+    rc = 0;
+close_fd:
+    close(fd);
+done:
+    free(json);
+    free(path);
+    return rc;
+}
+
+static int cmp_long_desc(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// Steps of the checkpoint-* directories in output_dir, newest first.
+static int list_checkpoints(const char *output_dir, long **steps) {
+    DIR *d = opendir(output_dir);
+    *steps = NULL;
+    if (!d) return 0;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s = parse_ckpt_step(e->d_name);
+        if (s < 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            *steps = pt_realloc(*steps, sizeof(long) * cap);
+        }
+        (*steps)[n++] = s;
+    }
+    closedir(d);
+    qsort(*steps, n, sizeof(long), cmp_long_desc);
+    return n;
+}
+
+static void remove_stale_temporaries(const char *output_dir) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, ".tmp-checkpoint-", 16) != 0 && strncmp(e->d_name, ".stale-checkpoint-", 18) != 0)
+            continue;
+        char *p = pt_path_join(output_dir, e->d_name);
+        rm_rf(p);
+        free(p);
+    }
+    closedir(d);
+}
+
+static char *read_latest_name(const char *output_dir) {
+    char *lp = pt_path_join(output_dir, "latest");
+    size_t n;
+    char *t = pt_file_exists(lp) ? pt_read_file(lp, &n) : NULL;
+    free(lp);
+    if (!t) return NULL;
+    char *nl = strpbrk(t, "\r\n");
+    if (nl) *nl = 0;
+    if (parse_ckpt_step(t) < 0) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int ckpt_save(const char *output_dir, long step, const ckpt_slice *slices, int n, const cJSON *state,
+              int keep_last, ckpt_save_stats *stats) {
+    const double t0 = pt_now_s();
+    g_enospc_budget = -2;  // re-read the fault switch for every save
+    if (pt_mkdir_p(output_dir) != 0) return -1;
+    remove_stale_temporaries(output_dir);
+    char name[64], tmpname[96];
+    snprintf(name, sizeof name, "checkpoint-%ld", step);
+    snprintf(tmpname, sizeof tmpname, ".tmp-checkpoint-%ld-%d", step, (int)getpid());
+    char *final = pt_path_join(output_dir, name), *tmp = pt_path_join(output_dir, tmpname);
+    int rc = -1;
+    uint64_t bytes = 0;
+    cJSON *man = NULL;
+    if (mkdir(tmp, 0755) != 0) {
+        pt_set_error("%s: cannot create: %s", tmp, strerror(errno));
+        goto done;
+    }
+    man = cJSON_CreateObject();
+    cJSON_AddStringToObject(man, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(man, "version", CKPT_VERSION);
+    cJSON_AddNumberToObject(man, "step", (double)step);
+    cJSON_AddNumberToObject(man, "world_size", 1);
+    cJSON_AddItemToObject(man, "state", state ? cJSON_Duplicate(state, 1) : cJSON_CreateObject());
+    cJSON *tensors = cJSON_AddObjectToObject(man, "tensors");
+    uint64_t fbytes = 0;
+    if (write_rank_file(tmp, "rank00000.safetensors", slices, n, tensors, &fbytes) != 0) goto done;
+    bytes += fbytes;
+    cJSON *files = cJSON_AddObjectToObject(man, "files");
+    cJSON *fe = cJSON_AddObjectToObject(files, "rank00000.safetensors");
+    cJSON_AddNumberToObject(fe, "bytes", (double)fbytes);
+    maybe_crash("tensors-written");
+    {
+        char *text = cJSON_Print(man);
+        char *mp = pt_path_join(tmp, "checkpoint.json");
+        int wrc = write_small_file(mp, text);
+        bytes += strlen(text);
+        free(mp);
+        free(text);
+        if (wrc || pt_fsync_dir(tmp) != 0) goto done;
+    }
+    maybe_crash("manifest-written");
+    if (pt_file_exists(final)) {  // re-saving a step after a crash before the pointer moved
+        char stale[128];
+        snprintf(stale, sizeof stale, ".stale-checkpoint-%ld-%d", step, (int)getpid());
+        char *sp = pt_path_join(output_dir, stale);
+        int mv = rename(final, sp);
+        if (mv == 0) rm_rf(sp);
+        free(sp);
+        if (mv != 0) {
+            pt_set_error("%s: cannot replace: %s", final, strerror(errno));
+            goto done;
+        }
+    }
+    if (rename(tmp, final) != 0) {
+        pt_set_error("%s: rename to %s failed: %s", tmp, final, strerror(errno));
+        goto done;
+    }
+    if (pt_fsync_dir(output_dir) != 0) goto done;
+    maybe_crash("renamed");
+    {
+        char tmpl[96];
+        snprintf(tmpl, sizeof tmpl, ".latest.tmp-%d", (int)getpid());
+        char *tp = pt_path_join(output_dir, tmpl), *lp = pt_path_join(output_dir, "latest");
+        char text[80];
+        snprintf(text, sizeof text, "%s\n", name);
+        int wrc = write_small_file(tp, text);
+        if (!wrc && rename(tp, lp) != 0) {
+            pt_set_error("%s: rename failed: %s", lp, strerror(errno));
+            wrc = -1;
+        }
+        if (wrc) unlink(tp);
+        free(tp);
+        free(lp);
+        if (wrc || pt_fsync_dir(output_dir) != 0) goto done;
+    }
+    maybe_crash("pointer-updated");
+    if (keep_last > 0) {
+        long *steps;
+        int k = list_checkpoints(output_dir, &steps);
+        for (int i = keep_last; i < k; i++) {
+            if (steps[i] == step) continue;
+            char nm[64];
+            snprintf(nm, sizeof nm, "checkpoint-%ld", steps[i]);
+            char *p = pt_path_join(output_dir, nm);
+            rm_rf(p);
+            free(p);
+        }
+        free(steps);
+    }
+    rc = 0;
+done:
+    if (rc) {
+        pt_prefix_error("saving checkpoint %ld: ", step);
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", pt_last_error());
+        rm_rf(tmp);  // never leave a half-written checkpoint behind
+        pt_set_error("%s", keep);
+    }
+    cJSON_Delete(man);
+    if (stats) {
+        stats->seconds = pt_now_s() - t0;
+        stats->bytes = bytes;
+        stats->gb_per_s = stats->seconds > 0 ? bytes / stats->seconds / 1e9 : 0;
+        snprintf(stats->path, sizeof stats->path, "%s", final);
+    }
+    free(final);
+    free(tmp);
+    return rc;
+}
+
+// ---------------------------------------------------------------- read
+
+typedef struct {
+    char *file, *key, *checksum;
+    int64_t offset[CKPT_MAX_DIMS], shape[CKPT_MAX_DIMS];
+    int file_index;
+    int verified;  // 0 unknown, 1 ok
+} ckpt_slice_ref;
+
+typedef struct {
+    char *name;
+    int ndim;
+    int64_t shape[CKPT_MAX_DIMS];
+    int nslices;
+    ckpt_slice_ref *slices;
+} ckpt_tensor;
+
+struct ckpt {
+    char *dir;
+    long step;
+    cJSON *manifest;
+    int ntensors;
+    ckpt_tensor *tensors;
+    int nfiles;
+    char **file_names;
+    st_file *files;
+    int *file_open;
+};
+
+const char *ckpt_dir(const ckpt *c) { return c->dir; }
+long ckpt_step(const ckpt *c) { return c->step; }
+const cJSON *ckpt_state(const ckpt *c) { return cJSON_GetObjectItemCaseSensitive(c->manifest, "state"); }
+
+void ckpt_close(ckpt *c) {
+    if (!c) return;
+    for (int i = 0; i < c->ntensors; i++) {
+        for (int j = 0; j < c->tensors[i].nslices; j++) {
+            free(c->tensors[i].slices[j].file);
+            free(c->tensors[i].slices[j].key);
+            free(c->tensors[i].slices[j].checksum);
+        }
+        free(c->tensors[i].slices);
+        free(c->tensors[i].name);
+    }
+    for (int i = 0; i < c->nfiles; i++) {
+        if (c->file_open[i]) st_close(&c->files[i]);
+        free(c->file_names[i]);
+    }
+    free(c->file_names);
+    free(c->files);
+    free(c->file_open);
+    free(c->tensors);
+    cJSON_Delete(c->manifest);
+    free(c->dir);
+    free(c);
+}
+
+static int read_box(const cJSON *arr, int ndim, int64_t *out, const char *what) {
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != ndim) {
+        pt_set_error("%s must be an array of %d integers", what, ndim);
+        return -1;
+    }
+    for (int d = 0; d < ndim; d++) {
+        const cJSON *v = cJSON_GetArrayItem(arr, d);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9e15 ||
+            v->valuedouble != (double)(int64_t)v->valuedouble) {
+            pt_set_error("%s must hold non-negative integers", what);
+            return -1;
+        }
+        out[d] = (int64_t)v->valuedouble;
+    }
+    return 0;
+}
+
+static int boxes_overlap(int ndim, const int64_t *ao, const int64_t *as, const int64_t *bo, const int64_t *bs) {
+    for (int d = 0; d < ndim; d++)
+        if (ao[d] + as[d] <= bo[d] || bo[d] + bs[d] <= ao[d]) return 0;
+    return 1;
+}
+
+ckpt *ckpt_open(const char *dir) {
+    char *mp = pt_path_join(dir, "checkpoint.json");
+    if (!pt_is_dir(dir)) {
+        pt_set_error("%s: checkpoint directory not found", dir);
+        free(mp);
+        return NULL;
+    }
+    if (!pt_file_exists(mp)) {
+        pt_set_error("%s: incomplete checkpoint (no checkpoint.json)", dir);
+        free(mp);
+        return NULL;
+    }
+    cJSON *man = pt_json_parse_file(mp);
+    if (!man) {
+        free(mp);
+        return NULL;
+    }
+    ckpt *c = pt_calloc(1, sizeof *c);
+    c->dir = pt_strdup(dir);
+    c->manifest = man;
+    const char *fmt = NULL;
+    int64_t version = 0, step = -1;
+    if (pt_json_get_string(man, "format", &fmt, mp) != 0 || !fmt || strcmp(fmt, CKPT_FORMAT) != 0 ||
+        pt_json_get_int(man, "version", &version, mp) != 0 || pt_json_get_int(man, "step", &step, mp) != 0) {
+        pt_set_error("%s: not a portatrain checkpoint manifest (format/version/step)", mp);
+        goto fail;
+    }
+    if (version != CKPT_VERSION) {
+        pt_set_error("%s: checkpoint version %lld is not supported (this build reads %d)", mp, (long long)version,
+                     CKPT_VERSION);
+        goto fail;
+    }
+    c->step = (long)step;
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(man, "files");
+    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(man, "tensors");
+    if (!cJSON_IsObject(files) || !cJSON_IsObject(tensors)) {
+        pt_set_error("%s: missing \"files\" or \"tensors\"", mp);
+        goto fail;
+    }
+    c->nfiles = cJSON_GetArraySize(files);
+    c->file_names = pt_calloc(c->nfiles + 1, sizeof(char *));
+    c->files = pt_calloc(c->nfiles + 1, sizeof(st_file));
+    c->file_open = pt_calloc(c->nfiles + 1, sizeof(int));
+    int fi = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, files) {
+        int64_t bytes = -1;
+        if (strchr(f->string, '/') || pt_json_get_int(f, "bytes", &bytes, mp) != 0) {
+            pt_set_error("%s: bad entry for file \"%s\"", mp, f->string);
+            goto fail;
+        }
+        char *fp = pt_path_join(dir, f->string);
+        struct stat st;
+        int ok = stat(fp, &st) == 0;
+        free(fp);
+        if (!ok) {
+            pt_set_error("%s: file %s is missing", dir, f->string);
+            goto fail;
+        }
+        if ((int64_t)st.st_size != bytes) {
+            pt_set_error("%s/%s: size %lld bytes, manifest says %lld (truncated or replaced)", dir, f->string,
+                         (long long)st.st_size, (long long)bytes);
+            goto fail;
+        }
+        c->file_names[fi++] = pt_strdup(f->string);
+    }
+    c->ntensors = cJSON_GetArraySize(tensors);
+    c->tensors = pt_calloc(c->ntensors + 1, sizeof(ckpt_tensor));
+    int ti = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tensors) {
+        ckpt_tensor *ct = &c->tensors[ti++];
+        ct->name = pt_strdup(t->string);
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+        const cJSON *slices = cJSON_GetObjectItemCaseSensitive(t, "slices");
+        ct->ndim = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;
+        char what[512];
+        snprintf(what, sizeof what, "%s: tensor \"%s\" shape", mp, ct->name);
+        if (ct->ndim < 1 || ct->ndim > CKPT_MAX_DIMS || read_box(shape, ct->ndim, ct->shape, what) != 0 ||
+            !cJSON_IsArray(slices)) {
+            if (ct->ndim < 1 || ct->ndim > CKPT_MAX_DIMS || !cJSON_IsArray(slices))
+                pt_set_error("%s: tensor \"%s\": bad shape or slices", mp, ct->name);
+            goto fail;
+        }
+        ct->nslices = cJSON_GetArraySize(slices);
+        ct->slices = pt_calloc(ct->nslices + 1, sizeof(ckpt_slice_ref));
+        int si = 0;
+        const cJSON *s;
+        cJSON_ArrayForEach(s, slices) {
+            ckpt_slice_ref *r = &ct->slices[si++];
+            const char *file = NULL, *key = NULL, *sum = NULL;
+            snprintf(what, sizeof what, "%s: tensor \"%s\" slice %d", mp, ct->name, si - 1);
+            if (pt_json_get_string(s, "file", &file, what) != 0 || pt_json_get_string(s, "key", &key, what) != 0 ||
+                pt_json_get_string(s, "checksum", &sum, what) != 0) {
+                pt_set_error("%s: needs file, key and checksum", what);
+                goto fail;
+            }
+            r->file = pt_strdup(file);
+            r->key = pt_strdup(key);
+            r->checksum = pt_strdup(sum);
+            r->file_index = -1;
+            for (int k = 0; k < c->nfiles; k++)
+                if (!strcmp(c->file_names[k], file)) r->file_index = k;
+            if (r->file_index < 0) {
+                pt_set_error("%s: file %s is not listed in \"files\"", what, file);
+                goto fail;
+            }
+            char w2[600];
+            snprintf(w2, sizeof w2, "%s offset", what);
+            if (read_box(cJSON_GetObjectItemCaseSensitive(s, "offset"), ct->ndim, r->offset, w2) != 0) goto fail;
+            snprintf(w2, sizeof w2, "%s shape", what);
+            if (read_box(cJSON_GetObjectItemCaseSensitive(s, "shape"), ct->ndim, r->shape, w2) != 0) goto fail;
+            for (int d = 0; d < ct->ndim; d++)
+                if (r->offset[d] + r->shape[d] > ct->shape[d]) {
+                    pt_set_error("%s: lies outside the tensor's shape", what);
+                    goto fail;
+                }
+            for (int k = 0; k < si - 1; k++)
+                if (boxes_overlap(ct->ndim, r->offset, r->shape, ct->slices[k].offset, ct->slices[k].shape)) {
+                    pt_set_error("%s: overlaps slice %d", what, k);
+                    goto fail;
+                }
+        }
+    }
+    free(mp);
+    return c;
+fail:
+    free(mp);
+    ckpt_close(c);
+    return NULL;
+}
+
+static ckpt_tensor *find_tensor(const ckpt *c, const char *name) {
+    for (int i = 0; i < c->ntensors; i++)
+        if (!strcmp(c->tensors[i].name, name)) return &c->tensors[i];
+    return NULL;
+}
+
+int ckpt_tensor_shape(const ckpt *c, const char *name, int64_t *shape) {
+    ckpt_tensor *t = find_tensor(c, name);
+    if (!t) return -1;
+    memcpy(shape, t->shape, sizeof(int64_t) * t->ndim);
+    return t->ndim;
+}
+
+// The slice's data inside its (mmap'd) file, checksum-verified once.
+static const float *slice_data(ckpt *c, const ckpt_tensor *t, ckpt_slice_ref *r) {
+    int k = r->file_index;
+    if (!c->file_open[k]) {
+        char *fp = pt_path_join(c->dir, c->file_names[k]);
+        int rc = st_open(&c->files[k], fp);
+        free(fp);
+        if (rc) return NULL;
+        c->file_open[k] = 1;
+    }
+    const st_file *f = &c->files[k];
+    const st_tensor *st = st_find(f, r->key);
+    if (!st) {
+        pt_set_error("%s: tensor \"%s\": slice \"%s\" missing from %s", c->dir, t->name, r->key, r->file);
+        return NULL;
+    }
+    int ok = st->dtype == ST_F32 && st->ndim == t->ndim;
+    for (int d = 0; ok && d < t->ndim; d++) ok = st->shape[d] == r->shape[d];
+    if (!ok) {
+        pt_set_error("%s/%s: slice \"%s\" has dtype/shape different from the manifest", c->dir, r->file, r->key);
+        return NULL;
+    }
+    const float *data = st_data(f, st);
+    if (!r->verified) {
+        char h[48];
+        hash_hex(data, st->end - st->begin, h);
+        if (strcmp(h, r->checksum) != 0) {
+            pt_set_error("%s/%s: tensor \"%s\" fails its checksum (stored %s, computed %s): the file is corrupt",
+                         c->dir, r->file, t->name, r->checksum, h);
+            return NULL;
+        }
+        r->verified = 1;
+    }
+    return data;
+}
+
+int ckpt_verify(ckpt *c) {
+    for (int i = 0; i < c->ntensors; i++)
+        for (int j = 0; j < c->tensors[i].nslices; j++)
+            if (!slice_data(c, &c->tensors[i], &c->tensors[i].slices[j])) return -1;
+    // every tensor fully covered
+    for (int i = 0; i < c->ntensors; i++) {
+        int64_t covered = 0;
+        for (int j = 0; j < c->tensors[i].nslices; j++)
+            covered += box_numel(c->tensors[i].ndim, c->tensors[i].slices[j].shape);
+        if (covered != box_numel(c->tensors[i].ndim, c->tensors[i].shape)) {
+            pt_set_error("%s: tensor \"%s\": slices cover %lld of %lld elements", c->dir, c->tensors[i].name,
+                         (long long)covered, (long long)box_numel(c->tensors[i].ndim, c->tensors[i].shape));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ckpt_read(ckpt *c, const char *name, int ndim, const int64_t *off, const int64_t *shape, float *out) {
+    ckpt_tensor *t = find_tensor(c, name);
+    if (!t) {
+        pt_set_error("%s: checkpoint has no tensor \"%s\"", c->dir, name);
+        return -1;
+    }
+    if (ndim != t->ndim) {
+        pt_set_error("%s: tensor \"%s\" has %d dims, %d requested", c->dir, name, t->ndim, ndim);
+        return -1;
+    }
+    for (int d = 0; d < ndim; d++)
+        if (off[d] < 0 || shape[d] < 0 || off[d] + shape[d] > t->shape[d]) {
+            pt_set_error("%s: tensor \"%s\": requested box is outside its shape", c->dir, name);
+            return -1;
+        }
+    int64_t want = box_numel(ndim, shape), got = 0;
+    for (int j = 0; j < t->nslices; j++) {
+        ckpt_slice_ref *r = &t->slices[j];
+        int64_t lo[CKPT_MAX_DIMS], hi[CKPT_MAX_DIMS];
+        int empty = 0;
+        for (int d = 0; d < ndim; d++) {
+            lo[d] = PT_MAX(off[d], r->offset[d]);
+            hi[d] = PT_MIN(off[d] + shape[d], r->offset[d] + r->shape[d]);
+            if (lo[d] >= hi[d]) empty = 1;
+        }
+        if (empty) continue;
+        const float *src = slice_data(c, t, r);
+        if (!src) return -1;
+        // iterate over the leading-dimension index tuples of the intersection
+        int64_t idx[CKPT_MAX_DIMS];
+        memcpy(idx, lo, sizeof(int64_t) * ndim);
+        const int64_t run = hi[ndim - 1] - lo[ndim - 1];
+        for (;;) {
+            int64_t so = 0, dst = 0;
+            for (int d = 0; d < ndim; d++) {
+                so = so * r->shape[d] + (idx[d] - r->offset[d]);
+                dst = dst * shape[d] + (idx[d] - off[d]);
+            }
+            memcpy(out + dst, src + so, sizeof(float) * (size_t)run);
+            got += run;
+            int d = ndim - 2;
+            for (; d >= 0; d--) {
+                if (++idx[d] < hi[d]) break;
+                idx[d] = lo[d];
+            }
+            if (d < 0) break;
+        }
+    }
+    if (got != want) {
+        pt_set_error("%s: tensor \"%s\": the stored slices cover only %lld of the %lld requested elements", c->dir,
+                     name, (long long)got, (long long)want);
+        return -1;
+    }
+    return 0;
+}
+
+cJSON *ckpt_describe(const ckpt *c) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "path", c->dir);
+    cJSON_AddNumberToObject(r, "step", (double)c->step);
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(c->manifest, "world_size");
+    cJSON_AddNumberToObject(r, "world_size", cJSON_IsNumber(ws) ? ws->valuedouble : 1);
+    cJSON_AddItemToObject(r, "state", cJSON_Duplicate(ckpt_state(c), 1));
+    cJSON *files = cJSON_AddObjectToObject(r, "files");
+    double total = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(c->manifest, "files")) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(f, "bytes");
+        cJSON_AddNumberToObject(files, f->string, b->valuedouble);
+        total += b->valuedouble;
+    }
+    cJSON_AddNumberToObject(r, "total_bytes", total);
+    cJSON *ts = cJSON_AddArrayToObject(r, "tensors");
+    for (int i = 0; i < c->ntensors; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", c->tensors[i].name);
+        cJSON_AddItemToObject(e, "shape", int_array(c->tensors[i].shape, c->tensors[i].ndim));
+        cJSON_AddNumberToObject(e, "slices", c->tensors[i].nslices);
+        cJSON_AddItemToArray(ts, e);
+    }
+    return r;
+}
+
+ckpt *ckpt_open_resume(const char *output_dir, const char *spec) {
+    if (strcmp(spec, "latest") != 0) {
+        ckpt *c = ckpt_open(spec);
+        if (c && ckpt_verify(c) != 0) {
+            ckpt_close(c);
+            return NULL;
+        }
+        return c;
+    }
+    char *latest = read_latest_name(output_dir);
+    char first_error[1024] = "";
+    if (latest) {
+        char *p = pt_path_join(output_dir, latest);
+        ckpt *c = ckpt_open(p);
+        if (c && ckpt_verify(c) == 0) {
+            free(p);
+            free(latest);
+            return c;
+        }
+        ckpt_close(c);
+        snprintf(first_error, sizeof first_error, "%s", pt_last_error());
+        pt_warn("latest checkpoint %s is unusable (%s); falling back to the newest valid one", p, first_error);
+        free(p);
+    }
+    long *steps;
+    int n = list_checkpoints(output_dir, &steps);
+    for (int i = 0; i < n; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "checkpoint-%ld", steps[i]);
+        if (latest && !strcmp(nm, latest)) continue;
+        char *p = pt_path_join(output_dir, nm);
+        ckpt *c = ckpt_open(p);
+        if (c && ckpt_verify(c) == 0) {
+            if (latest || first_error[0]) pt_warn("resuming from %s instead", p);
+            free(p);
+            free(steps);
+            free(latest);
+            return c;
+        }
+        pt_warn("checkpoint %s is unusable: %s", p, pt_last_error());
+        ckpt_close(c);
+        free(p);
+    }
+    free(steps);
+    free(latest);
+    pt_set_error("%s: no valid checkpoint to resume from%s%s", output_dir, first_error[0] ? " (latest: " : "",
+                 first_error[0] ? first_error : "");
+    if (first_error[0]) pt_prefix_error("%s", "");
+    return NULL;
+}

@@ -1,0 +1,24 @@
+// Training state <-> checkpoint: what a resumed run needs to be bit-for-bit
+// the run that never stopped.
+#pragma once
+#include <cjson/cJSON.h>
+
+#include "io/checkpoint.h"
+#include "train/optim.h"
+
+// The frozen parts of a run (sha256 hex), recorded in every checkpoint.
+typedef struct {
+    char config_sha256[65];
+    char initial_weights_sha256[65];
+    char dataset_sha256[65];
+} pt_run_hashes;
+
+// sha256 of the canonical model config JSON and of the fp32 parameters.
+void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[65]);
+
+// Saves params + AdamW moments + `state` as checkpoint `step` under output_dir.
+int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m, const pt_adamw *opt,
+                        const cJSON *state, int keep_last, ckpt_save_stats *stats);
+// Loads params and AdamW moments from an opened checkpoint into m/opt (any
+// slice layout). Checks tensor shapes against the model.
+int pt_load_train_state(ckpt *c, qwen3_model *m, pt_adamw *opt);

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# portatrain tokenize: shard header fields, dataset.json, ids (checked against
+# Hugging Face tokenizers 0.23.3), --lines / --text-field, determinism across
+# --threads, several shards, the progress bar on a terminal, and the errors.
+set -u
+BIN="${PORTATRAIN:?PORTATRAIN must name the portatrain binary}"
+SHARED="${PT_SHARED_DIR:-$(dirname "$0")/../../shared}"
+TOK="$SHARED/assets/qwen3-tokenizer/tokenizer.json"
+[ -f "$TOK" ] || { echo "test_tokenize: no tokenizer at $TOK" >&2; exit 1; }
+T="$(mktemp -d "${TMPDIR:-/tmp}/pt-tokenize-XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+checks=0
+fails=0
+check() {  # description, then a command that must succeed
+  local what="$1"; shift
+  checks=$((checks + 1))
+  if ! "$@"; then
+    fails=$((fails + 1))
+    echo "FAIL: $what" >&2
+  fi
+}
+hdr_int() { od -A n -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }      # shard, slot
+hdr_hex() { od -A n -t x1 -j $((4 * $2)) -N 32 "$1" | tr -d ' \n'; }   # 32 bytes from slot
+body_ids() { od -A n -t u4 -v -j 1024 "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+json_num() { grep -o "\"$2\":[[:space:]]*-\?[0-9]*" "$1" | head -n1 | grep -o -- '-\?[0-9]*$'; }
+tok_sha="$(sha256sum "$TOK" | cut -d' ' -f1)"
+
+# ---- a .txt (one document) and a .jsonl (two documents, a blank line) ----
+printf 'Hello world.\nSecond line here\n\nThird.\n' > "$T/a.txt"
+printf '{"text": "Doc one", "id": 1}\n\n{"id": 2, "text": "Doc two \\u00e9"}\n' > "$T/b.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/out" --threads 2 "$T/a.txt" "$T/b.jsonl" 2> "$T/err"
+check "tokenize exits 0 ($(cat "$T/err"))" test $? -eq 0
+S="$T/out/shard-00000.bin"
+check "shard written" test -f "$S"
+check "magic" test "$(hdr_int "$S" 0)" = 20241202
+check "version" test "$(hdr_int "$S" 1)" = 1
+check "token count" test "$(hdr_int "$S" 2)" = 17
+check "bytes per token" test "$(hdr_int "$S" 3)" = 4
+check "vocab size (Qwen3 ids 0..151668)" test "$(hdr_int "$S" 4)" = 151669
+check "tokenizer sha256 slot = sha256(tokenizer.json)" test "$(hdr_hex "$S" 8)" = "$tok_sha"
+body_sha="$(tail -c +1025 "$S" | sha256sum | cut -d' ' -f1)"
+check "content sha256 slot = sha256(body)" test "$(hdr_hex "$S" 16)" = "$body_sha"
+check "file size" test "$(stat -c %s "$S")" = $((1024 + 17 * 4))
+# Ids as HF tokenizers gives them (encode(text, add_special_tokens=False)), <|endoftext|> = 151643 after each.
+want="9707 1879 624 15666 1555 1588 271 36975 624 151643 9550 825 151643 9550 1378 3958 151643"
+check "token ids equal HF tokenizers' (got: $(body_ids "$S"))" test "$(body_ids "$S")" = "$want"
+D="$T/out/dataset.json"
+check "dataset.json written" test -f "$D"
+check "dataset.json format" grep -q '"format":[[:space:]]*"portatrain-dataset"' "$D"
+check "dataset.json tokenizer_sha256" grep -q "\"tokenizer_sha256\":[[:space:]]*\"$tok_sha\"" "$D"
+check "dataset.json shard sha256" grep -q "\"sha256\":[[:space:]]*\"$body_sha\"" "$D"
+check "dataset.json num_tokens" test "$(json_num "$D" num_tokens)" = 17
+check "dataset.json num_documents" test "$(json_num "$D" num_documents)" = 3
+check "dataset.json eos_id" test "$(json_num "$D" eos_id)" = 151643
+check "dataset.json vocab_size" test "$(json_num "$D" vocab_size)" = 151669
+check "dataset.json names the shard" grep -q '"file":[[:space:]]*"shard-00000.bin"' "$D"
+check "dataset.json records the inputs" grep -q "\"sha256\":[[:space:]]*\"$(sha256sum "$T/b.jsonl" | cut -d' ' -f1)\"" "$D"
+check "nothing on stdout" test -z "$("$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/out" "$T/a.txt" 2>/dev/null)"
+
+# ---- --lines and --text-field ----
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/lines" --lines --quiet "$T/a.txt"
+check "--lines: one document per non-empty line" test "$(body_ids "$T/lines/shard-00000.bin")" = \
+  "9707 1879 13 151643 15666 1555 1588 151643 36975 13 151643"
+printf '{"body": "Third."}\n' > "$T/c.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/field" --text-field body --quiet "$T/c.jsonl"
+check "--text-field" test "$(body_ids "$T/field/shard-00000.bin")" = "36975 13 151643"
+
+# ---- determinism: --threads 1 vs 2 vs 3, several shards ----
+{
+  for i in $(seq 1 600); do
+    printf '{"text": "Document %d: The quick brown fox %s jumps over the lazy dog. 数字 %d, emoji \\ud83d\\ude00, tabs\\tand\\r\\nnewlines. It'"'"'S DON'"'"'T %s"}\n' \
+      "$i" "$(printf 'x%.0s' $(seq 1 $((i % 37))))" $((i * 7919)) "$(printf ' %.0s' $(seq 1 $((i % 5))))"
+  done
+} > "$T/many.jsonl"
+for th in 1 2 3; do
+  "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/th$th" --threads "$th" --shard-tokens 5000 --quiet \
+    "$T/many.jsonl" "$T/a.txt"
+done
+n_shards="$(ls "$T/th1"/shard-*.bin | wc -l)"
+check "several shards of --shard-tokens 5000 ($n_shards)" test "$n_shards" -ge 3
+check "full shards hold exactly 5000 tokens" test "$(hdr_int "$T/th1/shard-00000.bin" 2)" = 5000
+same=1
+for th in 2 3; do
+  for f in "$T/th1"/*; do cmp -s "$f" "$T/th$th/$(basename "$f")" || same=0; done
+  [ "$(ls "$T/th$th" | wc -l)" = "$(ls "$T/th1" | wc -l)" ] || same=0
+done
+check "shards and dataset.json identical for --threads 1, 2, 3" test "$same" = 1
+check "documents counted" test "$(json_num "$T/th1/dataset.json" num_documents)" = 601
+total=0
+for f in "$T/th1"/shard-*.bin; do total=$((total + $(hdr_int "$f" 2))); done
+check "num_tokens = sum of the shards" test "$(json_num "$T/th1/dataset.json" num_tokens)" = "$total"
+
+# ---- progress bar on a terminal ----
+if command -v script >/dev/null 2>&1; then
+  script -qec "\"$BIN\" tokenize --tokenizer \"$TOK\" --output-dir \"$T/tty\" \"$T/many.jsonl\"" /dev/null \
+    < /dev/null > "$T/tty.log" 2>&1
+  if [ -f "$T/tty/dataset.json" ]; then
+    check "progress bar with MB/s on a terminal" grep -q 'MB/s' "$T/tty.log"
+    check "progress bar shows 100%" grep -q '100.0%' "$T/tty.log"
+  else
+    echo "test_tokenize: note: 'script' could not provide a terminal here; progress bar not checked" >&2
+  fi
+fi
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/notty" "$T/a.txt" 2> "$T/notty.err"
+check "no progress bar when stderr is not a terminal" bash -c "! grep -q '\\[#' '$T/notty.err'"
+
+# ---- errors ----
+expect_fail() {  # description, expected code, stderr needle, args...
+  local what="$1" code="$2" needle="$3"; shift 3
+  "$BIN" tokenize "$@" > "$T/e.out" 2> "$T/e.err"
+  local rc=$?
+  check "$what: exit $code (got $rc)" test "$rc" = "$code"
+  check "$what: message mentions '$needle' (got: $(head -c 300 "$T/e.err"))" grep -qF -- "$needle" "$T/e.err"
+  check "$what: one line" test "$(wc -l < "$T/e.err")" -le 1
+}
+expect_fail "missing input" 1 "$T/nope.txt" --tokenizer "$TOK" --output-dir "$T/x1" "$T/a.txt" "$T/nope.txt"
+check "missing input: nothing written" test ! -e "$T/x1/dataset.json"
+printf '{"text": "fine"}\n{"text": "fine"}\n{"text": broken}\n' > "$T/bad.jsonl"
+expect_fail "malformed jsonl" 1 "bad.jsonl:3" --tokenizer "$TOK" --output-dir "$T/x2" "$T/bad.jsonl"
+check "malformed jsonl: no shard or index left" test -z "$(ls -A "$T/x2" 2>/dev/null)"
+printf '{"text": "fine"}\n{"other": "x"}\n' > "$T/nofield.jsonl"
+expect_fail "jsonl without the field" 1 "nofield.jsonl:2" --tokenizer "$TOK" --output-dir "$T/x3" "$T/nofield.jsonl"
+printf '{"text": 5}\n' > "$T/num.jsonl"
+expect_fail "jsonl field not a string" 1 "num.jsonl:1" --tokenizer "$TOK" --output-dir "$T/x4" "$T/num.jsonl"
+printf '[1, 2]\n' > "$T/arr.jsonl"
+expect_fail "jsonl line not an object" 1 "arr.jsonl:1" --tokenizer "$TOK" --output-dir "$T/x5" "$T/arr.jsonl"
+: > "$T/empty.txt"
+printf '\n\n' > "$T/blank.jsonl"
+expect_fail "empty corpus" 1 "empty corpus" --tokenizer "$TOK" --output-dir "$T/x6" "$T/empty.txt" "$T/blank.jsonl"
+check "empty corpus: no dataset.json" test ! -e "$T/x6/dataset.json"
+expect_fail "missing tokenizer" 1 "$T/none.json" --tokenizer "$T/none.json" --output-dir "$T/x7" "$T/a.txt"
+expect_fail "directory as input" 1 "$T" --tokenizer "$TOK" --output-dir "$T/x8" "$T"
+expect_fail "no inputs" 2 "no input" --tokenizer "$TOK" --output-dir "$T/x9"
+expect_fail "unknown option" 2 "--bogus" --tokenizer "$TOK" --output-dir "$T/x9" --bogus "$T/a.txt"
+expect_fail "unknown --eos token" 1 "no token" --tokenizer "$TOK" --output-dir "$T/x9" --eos "<nope>" "$T/a.txt"
+# A re-run over an existing dataset replaces it.
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/out" --quiet --text-field body "$T/c.jsonl"
+check "re-run replaces the index" test "$(json_num "$T/out/dataset.json" num_tokens)" = 3
+
+echo "test_tokenize: $checks checks, $fails failed"
+[ "$fails" -eq 0 ]
