@@ -400,11 +400,14 @@ FEATURE_DOCS = [
 ]
 
 
+FIXTURE_CORPUS_DOCS = 25
+
+
 def variant_docs(corpus_docs):
     docs = [d.encode("utf-8") for d in FEATURE_DOCS]
     step = max(1, len(corpus_docs) // 60)
     for d in corpus_docs[::step][:60]:
-        cut = d[:600]
+        cut = d[:300]
         docs.append(cut.decode("utf-8", "ignore").encode("utf-8"))
     return docs
 
@@ -446,10 +449,10 @@ def write_fixtures(tok_path, tok, corpus_dir, vdocs, vresults):
             key = m["category"] if m["category"] != "synthetic" else "synthetic:" + m["source"].rstrip("0123456789")
             if seen.get(key, 0) >= want_per_key or k in pick:
                 continue
-            d = docs[k][:3000]
+            d = docs[k][:2500]
             if not m["category"] == "invalid_utf8":
                 d = d.decode("utf-8", "ignore").encode("utf-8")
-            if total + len(d) > 150_000:
+            if total + len(d) > 110_000:
                 continue
             seen[key] = seen.get(key, 0) + 1
             pick.append(k)
@@ -457,7 +460,7 @@ def write_fixtures(tok_path, tok, corpus_dir, vdocs, vresults):
     pick.sort()
     sub = []
     for k in pick:
-        d = docs[k][:3000]
+        d = docs[k][:2500]
         if man[k]["category"] != "invalid_utf8":
             d = d.decode("utf-8", "ignore").encode("utf-8")
         sub.append(d)
@@ -469,8 +472,10 @@ def write_fixtures(tok_path, tok, corpus_dir, vdocs, vresults):
     # expected decode: empty record when equal to the U+FFFD-replaced document itself
     open(os.path.join(out, "qwen3_decoded.bin"), "wb").write(
         pack_records([b"" if dec[i] == texts[i] else dec[i].encode("utf-8") for i in range(len(sub))]))
-    open(os.path.join(out, "variant_docs.bin"), "wb").write(pack_records(vdocs))
+    nfix = len(FEATURE_DOCS) + FIXTURE_CORPUS_DOCS  # a prefix of the variant documents keeps the fixtures small
+    open(os.path.join(out, "variant_docs.bin"), "wb").write(pack_records(vdocs[:nfix]))
     for name, (path, hf, hd) in vresults.items():
+        hf = hf[:nfix]
         j = json.load(open(path))
         with open(os.path.join(out, name + ".json"), "w") as f:
             json.dump(j, f, ensure_ascii=False, separators=(",", ":"))

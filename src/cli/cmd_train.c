@@ -19,6 +19,8 @@ static void help(void) {
            "  --max-grad-norm F                  1.0 (0 disables clipping)\n"
            "  --seed N                           42\n"
            "  --logging-steps N                  progress line every N steps (10)\n"
+           "  --shuffle                          shuffle rows with a seeded permutation per epoch\n"
+           "  --data-mode packed|padded          packed windows (default) or one document per row\n"
            "  --save-steps N                     checkpoint every N steps (0: never)\n"
            "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
            "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
@@ -54,6 +56,12 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int(&p);
         else if (!strcmp(o, "--quiet")) a.quiet = true;
+        else if (!strcmp(o, "--shuffle")) a.shuffle = true;
+        else if (!strcmp(o, "--data-mode")) {
+            const char *v = argp_value(&p);
+            if (!strcmp(v, "padded")) a.padded = true;
+            else if (strcmp(v, "packed")) return cli_usage_error("train", "--data-mode must be packed or padded");
+        }
         else if (!strcmp(o, "--save-steps")) a.save_steps = argp_int(&p);
         else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int(&p);
         else if (!strcmp(o, "--resume-from-checkpoint")) a.resume_from_checkpoint = argp_value(&p);

@@ -76,7 +76,14 @@ static uint32_t arena_put(arena *a, const void *s, size_t n) {
     uint32_t off = (uint32_t)a->len;
     if (n) memcpy(a->p + a->len, s, n);
     a->len += n;
-    a->p[a->len] = 0;  // keeps every stored string NUL-terminated when added whole
+    a->p[a->len] = 0;
+    return off;
+}
+
+// Same, keeping the terminating NUL (the next string starts after it).
+static uint32_t arena_put_z(arena *a, const void *s, size_t n) {
+    uint32_t off = arena_put(a, s, n);
+    a->len++;
     return off;
 }
 
@@ -148,7 +155,7 @@ static void sm_put(strmap *m, const void *k, size_t n, uint32_t val) {
     }
     sm_slot *s = &m->slots[i];
     s->h = h;
-    s->off = arena_put(m->keys, k, n);
+    s->off = arena_put_z(m->keys, k, n);
     s->len = (uint32_t)n;
     s->val = val;
     m->n++;
@@ -1115,9 +1122,10 @@ static int compile_re(pt_tokenizer *t, const char *pat, size_t n, bool literal, 
         return -1;
     }
     char *tr = NULL;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP;
-    if (literal) opts |= PCRE2_LITERAL;
+    uint32_t opts = PCRE2_UTF;
+    if (literal) opts |= PCRE2_LITERAL;  // (UCP is not allowed with LITERAL and is irrelevant to it)
     else {
+        opts |= PCRE2_UCP;
         tr = translate_regex(pat, n);
         opts |= PCRE2_MULTILINE;
         pat = tr;
@@ -1391,6 +1399,7 @@ static void build_id_tables(pt_tokenizer *t, uint32_t max_id) {
         }
         t->tok_off[sl->val] = (uint32_t)start;
         t->tok_len[sl->val] = (uint32_t)(t->strs.len - start);
+        t->strs.len++;  // keep the NUL
         t->dec_off[sl->val] = sl->off;  // decoded bytes are the raw key itself (in t->keys)
         t->dec_len[sl->val] = sl->len;
     }
@@ -1411,7 +1420,7 @@ static int finish_added(pt_tokenizer *t) {
         added_tok *a = &t->added[k];
         const char *shown = a->normalized ? a->pattern : a->content;  // HF returns the normalized form
         size_t sl = a->normalized ? a->plen : a->len;
-        uint32_t off = arena_put(&t->strs, shown, sl);
+        uint32_t off = arena_put_z(&t->strs, shown, sl);
         t->tok_off[a->id] = off;
         t->tok_len[a->id] = (uint32_t)sl;
         uint8_t *raw = pt_malloc(sl + 1);

@@ -52,7 +52,7 @@ uint32_t tokenizer_vocab_size(const pt_tokenizer *tok);
 // form, e.g. "Ġthe"). -1 if absent.
 int64_t tokenizer_token_id(const pt_tokenizer *tok, const char *token);
 // The token string of an id (added token content or vocabulary string), NULL if none. *len may be NULL.
-const char *tokenizer_id_to_token(const pt_tokenizer *tok, uint32_t id, size_t *len);
+const char *tokenizer_id_to_token(const pt_tokenizer *tok, uint32_t id, size_t *len);  // NUL-terminated
 bool tokenizer_is_special(const pt_tokenizer *tok, uint32_t id);
 bool tokenizer_is_added(const pt_tokenizer *tok, uint32_t id);
 // sha256 of the loaded file's bytes: 64 hex chars, and the 32 raw bytes.

@@ -28,11 +28,16 @@ static void maybe_crash(const char *stage) {
     if (at && !strcmp(at, stage)) raise(SIGKILL);
 }
 
-static long long g_enospc_budget = -2;  // -2: not read yet, -1: no fault
+// The byte budget spans saves of one process (so "fail the second save" is
+// expressible) and restarts whenever the variable's value changes.
+static long long g_enospc_budget = -1;  // -1: no fault
+static char g_enospc_env[32];
 static int faulty_write_all(int fd, const void *data, size_t len, const char *path) {
-    if (g_enospc_budget == -2) {
-        const char *e = getenv("PT_FAULT_ENOSPC_AFTER");
-        g_enospc_budget = e ? atoll(e) : -1;
+    const char *e = getenv("PT_FAULT_ENOSPC_AFTER");
+    if (!e) g_enospc_env[0] = 0, g_enospc_budget = -1;
+    else if (strcmp(e, g_enospc_env) != 0) {
+        snprintf(g_enospc_env, sizeof g_enospc_env, "%s", e);
+        g_enospc_budget = atoll(e);
     }
     if (g_enospc_budget >= 0) {
         if ((long long)len > g_enospc_budget) {
@@ -242,7 +247,6 @@ static char *read_latest_name(const char *output_dir) {
 int ckpt_save(const char *output_dir, long step, const ckpt_slice *slices, int n, const cJSON *state,
               int keep_last, ckpt_save_stats *stats) {
     const double t0 = pt_now_s();
-    g_enospc_budget = -2;  // re-read the fault switch for every save
     if (pt_mkdir_p(output_dir) != 0) return -1;
     remove_stale_temporaries(output_dir);
     char name[64], tmpname[96];

@@ -54,6 +54,7 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "seed", (double)a->seed);
     cJSON_AddNumberToObject(r, "seq_len", a->seq_len);
     cJSON_AddBoolToObject(r, "shuffle", a->shuffle);
+    cJSON_AddStringToObject(r, "data_mode", a->padded ? "padded" : "packed");
     cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
     cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
     cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
@@ -98,7 +99,7 @@ static void fmt_eta(double s, char *buf, size_t n) {
 
 // The training state recorded in a checkpoint after `step` optimizer steps.
 static cJSON *state_json(const pt_train_args *a, const qwen3_model *m, const pt_adamw *opt, long step,
-                         const pt_run_hashes *h, int rows_per_step) {
+                         const pt_run_hashes *h, int rows_per_step, const pt_loader *loader) {
     cJSON *s = cJSON_CreateObject();
     cJSON_AddNumberToObject(s, "step", (double)step);
     cJSON_AddNumberToObject(s, "optimizer_step", opt->t);
@@ -115,6 +116,8 @@ static cJSON *state_json(const pt_train_args *a, const qwen3_model *m, const pt_
     cJSON_AddBoolToObject(dl, "shuffle", a->shuffle);
     cJSON_AddNumberToObject(dl, "seed", (double)a->seed);
     cJSON_AddStringToObject(dl, "data_sha256", h->dataset_sha256);
+    cJSON_AddStringToObject(dl, "state_key", pt_loader_state_key(loader));
+    cJSON_AddNumberToObject(dl, "epoch", (double)pt_loader_epoch_of_step(loader, (uint64_t)step));
     // No stateful RNG is used in training: batches (and the shuffle) are a
     // pure function of (seed, step), so the counter is the whole RNG state.
     cJSON *rng = cJSON_AddObjectToObject(s, "rng");
@@ -141,7 +144,7 @@ static int json_num(const cJSON *o, const char *path1, const char *path2, double
 // Restores model + optimizer from a checkpoint and checks that the frozen
 // parts of the run match; returns the step to continue from, or -1.
 static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *opt, pt_run_hashes *h,
-                   int rows_per_step) {
+                   int rows_per_step, const pt_loader *loader) {
     const cJSON *st = ckpt_state(c);
     double step, ostep, rows, T;
     const cJSON *mh = cJSON_GetObjectItemCaseSensitive(st, "manifest");
@@ -164,6 +167,13 @@ static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *op
                      "the data order", ckpt_dir(c), (int)rows, (int)T, rows_per_step, a->seq_len);
         return -1;
     }
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "data_loader"),
+                                                        "state_key");
+    if (cJSON_IsString(key) && strcmp(key->valuestring, pt_loader_state_key(loader)) != 0) {
+        pt_set_error("%s: the data loader settings differ from the checkpoint's (shuffle, seed, mode or buckets): "
+                     "resuming would read other batches", ckpt_dir(c));
+        return -1;
+    }
     char cfg_hex[65], w_hex[65];
     pt_hash_model(m, cfg_hex, w_hex);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(mh, "config_sha256");
@@ -182,24 +192,30 @@ static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *op
 
 // Keeps the metrics.jsonl lines of steps <= keep_steps (a resumed run
 // rewrites what came after its checkpoint). Returns an append handle.
-static FILE *open_metrics(const char *path, long keep_steps) {
+static FILE *open_metrics(const char *path, long keep_steps, const char *ckpt_record) {
     if (keep_steps <= 0) return fopen(path, "w");
     size_t n;
     char *old = pt_file_exists(path) ? pt_read_file(path, &n) : NULL;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        free(old);
-        return NULL;
-    }
+    size_t cap = (old ? n : 0) + (ckpt_record ? strlen(ckpt_record) : 0) + 2, len = 0;
+    char *kept = pt_malloc(cap);
+    long last = 0;
     for (char *line = old, *next; line && *line; line = next) {
         next = strchr(line, '\n');
-        if (next) *next++ = 0;
+        if (!next) break;  // a partial last line (killed mid-write) is dropped
+        *next++ = 0;
         const char *sp = strstr(line, "\"step\": ");
-        if (sp && strtol(sp + 8, NULL, 10) <= keep_steps) fprintf(f, "%s\n", line);
-        if (!next) break;
+        long st = sp ? strtol(sp + 8, NULL, 10) : 0;
+        if (sp && st <= keep_steps) {
+            len += (size_t)sprintf(kept + len, "%s\n", line);
+            last = st;
+        }
     }
+    if (last < keep_steps && ckpt_record) len += (size_t)sprintf(kept + len, "%s\n", ckpt_record);
     free(old);
-    return f;
+    // Replace atomically: a kill during the rewrite must not lose lines.
+    int rc = pt_write_file_atomic(path, kept, len);
+    free(kept);
+    return rc ? NULL : fopen(path, "a");
 }
 
 int pt_train(const pt_train_args *a) {
@@ -217,6 +233,7 @@ int pt_train(const pt_train_args *a) {
     FILE *metrics = NULL;
     int32_t *ids = NULL, *labels = NULL;
     char *mpath = NULL;
+    char *ckpt_record = NULL;
 
     if (hf_model_load(&model, a->model_dir, be) != 0) goto done;
     const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
@@ -226,7 +243,7 @@ int pt_train(const pt_train_args *a) {
         goto done;
     }
     pt_loader_config lc = {.data_path = a->data_path, .seq_len = T, .rows_per_step = B * accum, .dp_rank = 0,
-                           .dp_world = 1, .mode = PT_LOADER_PACKED, .shuffle = a->shuffle, .seed = a->seed,
+                           .dp_world = 1, .mode = a->padded ? PT_LOADER_PADDED : PT_LOADER_PACKED, .shuffle = a->shuffle, .seed = a->seed,
                            .model_vocab = (uint32_t)model.cfg.vocab_size};
     loader = pt_loader_open(&lc);
     if (!loader) goto done;
@@ -243,12 +260,14 @@ int pt_train(const pt_train_args *a) {
         const double tr = pt_now_s();
         ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
         if (!c) goto done;
-        start_step = resume(c, a, &model, &opt, &hashes, B * accum);
+        start_step = resume(c, a, &model, &opt, &hashes, B * accum, loader);
         if (start_step < 0) {
             ckpt_close(c);
             goto done;
         }
         restore_time = pt_now_s() - tr;
+        const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ckpt_state(c), "metrics_record");
+        if (cJSON_IsString(mr)) ckpt_record = pt_strdup(mr->valuestring);
         if (!a->quiet)
             pt_info("resumed from %s at step %ld (restore %.3f s)", ckpt_dir(c), start_step, restore_time);
         ckpt_close(c);
@@ -263,7 +282,9 @@ int pt_train(const pt_train_args *a) {
         if (wrc) goto done;
     }
     mpath = pt_path_join(a->output_dir, "metrics.jsonl");
-    metrics = open_metrics(mpath, start_step);
+    metrics = open_metrics(mpath, start_step, ckpt_record);
+    free(ckpt_record);
+    ckpt_record = NULL;
     if (!metrics) {
         pt_set_error("%s: cannot open for writing: %s", mpath, strerror(errno));
         goto done;
@@ -311,25 +332,36 @@ int pt_train(const pt_train_args *a) {
         be->synchronize(be);
         const double dt = pt_now_s() - t0;
         const long tokens = (long)(rows * (size_t)row_len);
-        fprintf(metrics,
-                "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"tokens\": %ld, "
-                "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
-                step + 1, loss, gnorm, lr, tokens, dt, tokens / dt, flops_tok * tokens / dt);
-        if (restore_time >= 0 && step == start_step) fprintf(metrics, ", \"restore_time_s\": %.6f", restore_time);
+        // The step's record is written only after its checkpoint (if any) is
+        // safe; the record also travels in the checkpoint so a crash between the
+        // save and this write loses no line (open_metrics restores it).
+        char rec[1024];
+        int rl = snprintf(rec, sizeof rec,
+                          "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"tokens\": %ld, "
+                          "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
+                          step + 1, loss, gnorm, lr, tokens, dt, tokens / dt, flops_tok * tokens / dt);
+        if (a->padded)
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"padding_fraction\": %.6f, \"row_len\": %d",
+                           pt_loader_last_padding_fraction(loader), row_len);
+        if (restore_time >= 0 && step == start_step)
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"restore_time_s\": %.6f", restore_time);
         if (a->save_steps > 0 && (step + 1) % a->save_steps == 0) {
-            cJSON *st = state_json(a, &model, &opt, step + 1, &hashes, B * accum);
+            cJSON *st = state_json(a, &model, &opt, step + 1, &hashes, B * accum, loader);
+            char closed[1100];
+            snprintf(closed, sizeof closed, "%s}", rec);
+            cJSON_AddStringToObject(st, "metrics_record", closed);
             ckpt_save_stats ss;
             int src = pt_save_train_state(a->output_dir, step + 1, &model, &opt, st, a->save_total_limit, &ss);
             cJSON_Delete(st);
             if (src != 0) {
-                fprintf(metrics, "}\n");
+                fprintf(metrics, "%s}\n", rec);
                 pt_prefix_error("step %ld: the previous checkpoint is kept; ", step + 1);
                 goto done;
             }
-            fprintf(metrics, ", \"save_time_s\": %.6f, \"save_bytes\": %llu, \"save_gb_per_s\": %.4f", ss.seconds,
-                    (unsigned long long)ss.bytes, ss.gb_per_s);
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_time_s\": %.6f, \"save_bytes\": %llu, \"save_gb_per_s\": %.4f",
+                           ss.seconds, (unsigned long long)ss.bytes, ss.gb_per_s);
         }
-        fprintf(metrics, "}\n");
+        fprintf(metrics, "%s}\n", rec);
         fflush(metrics);
         // Test-only fault: die like a killed worker right after step S.
         const char *kill_at = getenv("PT_FAULT_KILL_AFTER_STEP");
@@ -358,6 +390,7 @@ int pt_train(const pt_train_args *a) {
                 pt_now_s() - t_start, a->output_dir);
     rc = 0;
 done:
+    free(ckpt_record);
     if (metrics) fclose(metrics);
     free(mpath);
     free(ids);

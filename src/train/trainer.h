@@ -26,6 +26,7 @@ typedef struct {
     uint64_t seed;            // 42
     int seq_len;              // required
     bool shuffle;             // false (core issue semantics: sequential windows)
+    bool padded;              // one document per row, bucketed lengths (else packed windows)
     bool quiet;
     long save_steps;          // checkpoint every N optimizer steps (0: never)
     int save_total_limit;     // keep the newest K checkpoints (0: all)
