@@ -11,6 +11,7 @@
 // accumulation need no extra adds; the caller zeroes what it must.
 #pragma once
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/common.h"
@@ -21,6 +22,7 @@ struct pt_backend {
     const char *name;
     char device[256];   // human-readable device description
     void *impl;         // backend-private state
+    bool host_memory;   // backend pointers are ordinary host memory (CPU backends)
 
     // ---- memory ----
     void *(*alloc)(pt_backend *be, size_t bytes);  // zero-filled

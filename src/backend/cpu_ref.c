@@ -389,6 +389,7 @@ static void ref_adamw(pt_backend *be, real_t *p, const real_t *g, real_t *m, rea
 pt_backend *pt_backend_cpu_ref_create(void) {
     pt_backend *be = pt_calloc(1, sizeof *be);
     be->name = "cpu-ref";
+    be->host_memory = true;
     snprintf(be->device, sizeof be->device, "host CPU (reference kernels, %s)",
              sizeof(real_t) == 8 ? "fp64" : "fp32");
     be->alloc = ref_alloc;

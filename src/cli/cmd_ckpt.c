@@ -1,7 +1,15 @@
 // portatrain ckpt inspect|verify DIR
 #include "cli/cli.h"
+#include "backend/backend.h"
 #include "io/checkpoint.h"
+#include "model/qwen3.h"
+#include "train/train_state.h"
 #include "util/common.h"
+#include "util/fileio.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,10 +17,14 @@
 
 static void help(void) {
     printf("usage: portatrain ckpt inspect DIR [--json]\n"
-           "       portatrain ckpt verify DIR\n\n"
+           "       portatrain ckpt verify DIR\n"
+           "       portatrain ckpt bench --config CONFIG.json --output-dir DIR [--reps N]\n\n"
            "inspect prints a checkpoint's step, training state, files and tensors; verify checks every\n"
            "tensor slice against its checksum and that every tensor is fully covered (exit 1 if not).\n"
-           "DIR may be a checkpoint directory or an output dir (its `latest` checkpoint is used).\n");
+           "DIR may be a checkpoint directory or an output dir (its `latest` checkpoint is used).\n"
+           "bench saves and restores the full training state (weights + AdamW moments) of a randomly\n"
+           "initialised model of CONFIG N times and prints save and restore GB/s (restore reads cold:\n"
+           "the files are evicted from the page cache first) as JSON.\n");
 }
 
 // A checkpoint dir, or an output dir whose `latest` names one.
@@ -39,12 +51,96 @@ static char *resolve(const char *dir) {
     return r;
 }
 
+static void evict_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *p = pt_path_join(dir, e->d_name);
+        int fd = open(p, O_RDONLY);
+        if (fd >= 0) {
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            close(fd);
+        }
+        free(p);
+    }
+    closedir(d);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int bench(int argc, char **argv) {
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    p.i = 2;
+    const char *config = NULL, *out = NULL;
+    int reps = 3;
+    const char *o;
+    while ((o = argp_next(&p))) {
+        if (!strcmp(o, "--config")) config = argp_value(&p);
+        else if (!strcmp(o, "--output-dir")) out = argp_value(&p);
+        else if (!strcmp(o, "--reps")) reps = (int)argp_int(&p);
+        else return argp_unknown(&p, o);
+    }
+    if (!config || !out || reps < 1) return cli_usage_error("ckpt", "bench needs --config and --output-dir");
+    qwen3_config cfg;
+    if (qwen3_config_load(&cfg, config) != 0) return cli_fail();
+    pt_backend *be = pt_backend_create("cpu-ref");
+    qwen3_model m;
+    if (qwen3_create(&m, &cfg, be) != 0) return cli_fail();
+    qwen3_init_weights(&m, 1);
+    pt_adamw opt;
+    pt_adamw_init(&opt, &m);
+    be->copy(be, opt.m, m.params, sizeof(real_t) * m.num_params);
+    be->copy(be, opt.v, m.params, sizeof(real_t) * m.num_params);
+    double *save = pt_calloc(reps, sizeof(double)), *load = pt_calloc(reps, sizeof(double));
+    uint64_t bytes = 0;
+    int rc = 0;
+    for (int r = 0; r < reps && !rc; r++) {
+        ckpt_save_stats st;
+        cJSON *state = cJSON_CreateObject();
+        rc = pt_save_train_state(out, r + 1, &m, &opt, state, 1, &st);
+        cJSON_Delete(state);
+        if (rc) break;
+        save[r] = st.seconds;
+        bytes = st.bytes;
+        evict_dir(st.path);
+        double t0 = pt_now_s();
+        ckpt *c = ckpt_open_resume(out, "latest");  // opens and verifies every checksum
+        rc = !c || pt_load_train_state(c, &m, &opt) != 0;
+        load[r] = pt_now_s() - t0;
+        ckpt_close(c);
+        fprintf(stderr, "rep %d: save %.3f s (%.3f GB/s), restore %.3f s (%.3f GB/s)\n", r + 1, save[r],
+                bytes / save[r] / 1e9, load[r], bytes / load[r] / 1e9);
+    }
+    if (rc) rc = cli_fail();
+    else {
+        qsort(save, reps, sizeof(double), cmp_double);
+        qsort(load, reps, sizeof(double), cmp_double);
+        printf("{\"parameters\": %zu, \"bytes\": %llu, \"reps\": %d, \"save_s_median\": %.4f, "
+               "\"save_gb_per_s\": %.4f, \"restore_s_median\": %.4f, \"restore_gb_per_s\": %.4f}\n",
+               m.num_params, (unsigned long long)bytes, reps, save[reps / 2], bytes / save[reps / 2] / 1e9,
+               load[reps / 2], bytes / load[reps / 2] / 1e9);
+    }
+    free(save);
+    free(load);
+    pt_adamw_free(&opt);
+    qwen3_free(&m);
+    pt_backend_destroy(be);
+    return rc;
+}
+
 int cmd_ckpt(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help();
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "bench")) return bench(argc, argv);
     const char *dir = NULL;
     bool json = false;
     for (int i = 2; i < argc; i++) {

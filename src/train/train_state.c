@@ -26,9 +26,20 @@ static const char *GROUPS[3] = {"model/", "optim/exp_avg/", "optim/exp_avg_sq/"}
 int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m, const pt_adamw *opt,
                         const cJSON *state, int keep_last, ckpt_save_stats *stats) {
     const size_t np = m->num_params;
-    float *host = pt_malloc(sizeof(float) * np * 3);
     const real_t *bufs[3] = {m->params, opt->m, opt->v};
-    for (int g = 0; g < 3; g++) m->be->download(m->be, host + g * np, bufs[g], sizeof(float) * np);
+    // Host-memory backends are written straight from their buffers; others
+    // are staged through one host copy.
+    float *host = NULL;
+    const float *src[3];
+    if (m->be->host_memory) {
+        for (int g = 0; g < 3; g++) src[g] = bufs[g];
+    } else {
+        host = pt_malloc(sizeof(float) * np * 3);
+        for (int g = 0; g < 3; g++) {
+            m->be->download(m->be, host + g * np, bufs[g], sizeof(float) * np);
+            src[g] = host + g * np;
+        }
+    }
     int n = m->num_tensors * 3;
     ckpt_slice *sl = pt_calloc(n, sizeof(ckpt_slice));
     char (*names)[128] = pt_calloc(n, 128);
@@ -40,7 +51,7 @@ int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m,
             s->name = names[g * m->num_tensors + i];
             s->ndim = t->ndim;
             for (int d = 0; d < t->ndim; d++) s->global_shape[d] = s->shape[d] = t->shape[d];
-            s->data = host + g * np + t->offset;
+            s->data = src[g] + t->offset;
         }
     int rc = ckpt_save(output_dir, step, sl, n, state, keep_last, stats);
     free(names);
@@ -51,8 +62,8 @@ int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m,
 
 int pt_load_train_state(ckpt *c, qwen3_model *m, pt_adamw *opt) {
     const size_t np = m->num_params;
-    float *host = pt_calloc(np * 3, sizeof(float));
     real_t *bufs[3] = {m->params, opt->m, opt->v};
+    float *host = m->be->host_memory ? NULL : pt_calloc(np * 3, sizeof(float));
     int rc = -1;
     for (int g = 0; g < 3; g++)
         for (int i = 0; i < m->num_tensors; i++) {
@@ -70,9 +81,11 @@ int pt_load_train_state(ckpt *c, qwen3_model *m, pt_adamw *opt) {
                 goto done;
             }
             int64_t off[2] = {0, 0};
-            if (ckpt_read(c, name, t->ndim, off, t->shape, host + g * np + t->offset) != 0) goto done;
+            float *dst = host ? host + g * np + t->offset : bufs[g] + t->offset;
+            if (ckpt_read(c, name, t->ndim, off, t->shape, dst) != 0) goto done;
         }
-    for (int g = 0; g < 3; g++) m->be->upload(m->be, bufs[g], host + g * np, sizeof(float) * np);
+    if (host)
+        for (int g = 0; g < 3; g++) m->be->upload(m->be, bufs[g], host + g * np, sizeof(float) * np);
     rc = 0;
 done:
     free(host);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Checkpoint save/restore throughput next to the disk's own write speed.
+#   bench/ckpt_bench.sh [BUILD] [CONFIG...]   (default: configs/tiny.json configs/qwen3-0.6b.json)
+# For each config: REPS rounds of (dd of the same byte count with fsync, then
+# `portatrain ckpt bench`: a full training-state save and a cold restore that
+# verifies every checksum), medians printed as a Markdown table row.
+set -euo pipefail
+BUILD=${1:-build}; shift || true
+CONFIGS=("$@"); [ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(configs/tiny.json configs/qwen3-0.6b.json)
+REPS=${REPS:-3}
+DIR=${BENCH_DIR:-$(mktemp -d -p "${TMPDIR:-/var/tmp}")}
+trap 'rm -rf "$DIR"' EXIT
+median() { sort -g | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
+echo "| config | checkpoint bytes | save GB/s | restore GB/s (cold) | dd write+fsync GB/s |"
+echo "|---|---|---|---|---|"
+for cfg in "${CONFIGS[@]}"; do
+  saves=(); loads=(); dds=(); bytes=0
+  for r in $(seq "$REPS"); do
+    j=$("$BUILD/portatrain" ckpt bench --config "$cfg" --output-dir "$DIR/ck" --reps 1 2>/dev/null)
+    bytes=$(echo "$j" | grep -o '"bytes": [0-9]*' | cut -d' ' -f2)
+    saves+=("$(echo "$j" | grep -o '"save_gb_per_s": [0-9.]*' | cut -d' ' -f2)")
+    loads+=("$(echo "$j" | grep -o '"restore_gb_per_s": [0-9.]*' | cut -d' ' -f2)")
+    rm -rf "$DIR/ck"
+    mb=$(( (bytes + 1048575) / 1048576 ))
+    t0=$(date +%s.%N); dd if=/dev/zero of="$DIR/dd" bs=1M count=$mb conv=fsync status=none; t1=$(date +%s.%N)
+    dds+=("$(awk -v b=$((mb*1048576)) -v a="$t0" -v c="$t1" 'BEGIN{printf "%.4f", b/(c-a)/1e9}')")
+    rm -f "$DIR/dd"
+  done
+  printf "| %s | %s | %s | %s | %s |\n" "$(basename "$cfg")" "$bytes" \
+    "$(printf '%s\n' "${saves[@]}" | median)" "$(printf '%s\n' "${loads[@]}" | median)" "$(printf '%s\n' "${dds[@]}" | median)"
+done

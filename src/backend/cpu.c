@@ -1,0 +1,890 @@
+// cpu: the fast CPU backend (issue 5), selected with `--backend cpu`.
+//
+// Design (details and measurements in docs/PERF_NOTES.md):
+// - Matmuls through OpenBLAS cblas_sgemm, always SINGLE-threaded inside our
+//   own OpenMP tasks (one thread pool for the whole step, no OpenBLAS worker
+//   threads spinning against ours). A matmul is split into 1-D blocks of its
+//   output (rows when op(B) is the smaller operand, columns otherwise), so
+//   every output element is still one K-long OpenBLAS dot in OpenBLAS's own
+//   order: the split does not change the result (tested bitwise in
+//   tests/test_cpu_backend.c), hence results do not depend on the thread
+//   count. PT_CPU_GEMM=openblas hands whole matmuls to OpenBLAS's threads
+//   instead (for comparison).
+// - lm_head + cross-entropy in chunks of rows x vocabulary tiles: the [N x V]
+//   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 256)
+//   is computed tile by tile (PT_CPU_XENT_TILE vocabulary columns, default
+//   1024), each tile's max / sum-exp taken while it is in cache and exp()
+//   stored in place; the per-row logsumexp then combines the tiles in a fixed
+//   order, and a second pass over the tiles turns them into gradients and
+//   feeds dW (+= G^T X) and a per-group partial of dX (G W) while they are in
+//   cache. Partials are reduced in a fixed order.
+// - Attention flash-style: online softmax over key tiles of ATT_BK keys,
+//   saved = logsumexp per (b, h, t). Backward per (b, kv-head) task: it owns
+//   dK/dV of its KV head and dQ of the query heads it serves, so there are
+//   no atomics and no per-head K/V copies (GQA by indexing).
+// - Elementwise and row kernels are written as plain C loops that GCC
+//   vectorises, compiled three times with target_clones (x86-64-v4 = AVX-512,
+//   x86-64-v3 = AVX2+FMA, baseline SSE2) and picked at load time by the CPU,
+//   so one binary runs on any x86-64. This file is built with
+//   -ffp-contract=fast (CMakeLists.txt): FMA inside the AVX2/AVX-512 clones.
+// - Every reduction has a fixed order that depends only on the shapes (fixed
+//   row blocks, tiles and groups), never on the thread count or schedule:
+//   results are bitwise identical across runs and across OMP_NUM_THREADS.
+// - Scratch buffers are grown once on first use; nothing is allocated inside
+//   a training step after the first.
+#ifndef PT_NO_CPU_BACKEND
+#include "backend/backend.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#ifdef PT_REAL_DOUBLE
+#error "the cpu backend is fp32 only; the double gradcheck build compiles cpu_ref.c alone"
+#endif
+
+// OpenBLAS extensions (also declared by OpenBLAS's cblas.h; repeated for netlib-style headers).
+void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PT_CPU_NO_CLONES)
+#define PT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PT_CLONES
+#endif
+
+enum { ATT_BQ = 64, ATT_BK = 64, EW_BLOCK = 1 << 14, XENT_GROUPS = 16, RMS_RB = 32, SS_BLK = 4096 };
+
+typedef struct {
+    void *p;
+    size_t cap;  // bytes
+} scratch;
+
+typedef struct {
+    scratch xent, xstat, xpart, att, rms, ss;
+    int gemm_openblas;  // PT_CPU_GEMM=openblas: OpenBLAS threads instead of our split
+    int xent_rows, xent_tile;
+} cpu_impl;
+
+// ---------------------------------------------------------------- memory
+
+static void *big_alloc(size_t bytes) {
+    if (!bytes) bytes = 64;
+    const size_t huge = (size_t)2 << 20;
+    void *p = NULL;
+    size_t align = bytes >= 2 * huge ? huge : 64;
+    if (posix_memalign(&p, align, bytes) != 0) {
+        fprintf(stderr, "portatrain: error: out of memory allocating %zu bytes (cpu backend)\n", bytes);
+        exit(1);
+    }
+#ifdef MADV_HUGEPAGE
+    if (align == huge) madvise(p, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void par_zero(void *dst, size_t bytes) {
+    const size_t blk = (size_t)1 << 20;
+    if (bytes <= blk) {
+        if (bytes) memset(dst, 0, bytes);
+        return;
+    }
+    const long nb = (long)((bytes + blk - 1) / blk);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < nb; b++) {
+        size_t o = (size_t)b * blk;
+        memset((char *)dst + o, 0, PT_MIN(blk, bytes - o));
+    }
+}
+
+static void par_copy(void *dst, const void *src, size_t bytes) {
+    const size_t blk = (size_t)1 << 20;
+    if (dst == src || !bytes) return;
+    const char *s = src;
+    char *d = dst;
+    if (bytes <= blk || (d < s + bytes && s < d + bytes)) {  // small or overlapping: one memmove
+        memmove(dst, src, bytes);
+        return;
+    }
+    const long nb = (long)((bytes + blk - 1) / blk);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < nb; b++) {
+        size_t o = (size_t)b * blk;
+        memcpy(d + o, s + o, PT_MIN(blk, bytes - o));
+    }
+}
+
+static void *scratch_get(scratch *s, size_t bytes) {
+    if (bytes > s->cap) {
+        free(s->p);
+        s->p = big_alloc(bytes);
+        s->cap = bytes;
+    }
+    return s->p;
+}
+
+static void *cpu_alloc(pt_backend *be, size_t bytes) {
+    void *p = big_alloc(bytes);
+    par_zero(p, bytes);
+    return p;
+}
+static void cpu_free(pt_backend *be, void *p) { free(p); }
+static void cpu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) { par_copy(dst, src, bytes); }
+static void cpu_zero(pt_backend *be, void *dst, size_t bytes) { par_zero(dst, bytes); }
+static void cpu_sync(pt_backend *be) {}
+static void cpu_destroy(pt_backend *be) {
+    cpu_impl *im = be->impl;
+    scratch *all[] = {&im->xent, &im->xstat, &im->xpart, &im->att, &im->rms, &im->ss};
+    for (size_t i = 0; i < PT_ARRAY_LEN(all); i++) free(all[i]->p);
+    free(im);
+    free(be);
+}
+
+// ---------------------------------------------------------------- vector math
+
+// exp(x) for float, Cephes polynomial (max relative error ~1e-7 on [-87, 88]);
+// branch-free so GCC vectorises every loop it appears in.
+static inline float vexp(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float n = x * 1.44269504088896341f + 12582912.0f;  // round to nearest via 1.5 * 2^23
+    n -= 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    const float r2 = r * r;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r2 + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } u;
+    u.i = ((int32_t)n + 127) << 23;
+    return p * u.f;
+}
+
+// 16 fixed partial sums, combined as a tree: vectorisable, order fixed by n.
+static inline float sum16(const float *a) {
+    float s8[8];
+    for (int k = 0; k < 8; k++) s8[k] = a[k] + a[k + 8];
+    return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
+}
+
+static inline float dot16(const float *restrict x, const float *restrict y, int n) {
+    float a[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) a[k] += x[i + k] * y[i + k];
+    float s = sum16(a);
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+// ---------------------------------------------------------------- matmul
+
+static inline void sgemm1(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                          float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {  // C = beta * C
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0 ? 0 : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+// Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, split in 1-D output
+// blocks over our OpenMP threads (single-threaded OpenBLAS inside).
+static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    const int nth = omp_get_max_threads();
+    const double flops = 2.0 * M * N * (double)K;
+    if (im->gemm_openblas || nth == 1 || flops < 2e6) {
+        if (im->gemm_openblas) openblas_set_num_threads(nth);
+        sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        if (im->gemm_openblas) openblas_set_num_threads(1);
+        return;
+    }
+    // Split the output along M when op(B) [K,N] is the smaller operand (each
+    // block re-packs B), along N otherwise. 4 blocks per thread (dynamic) for
+    // balance on a busy machine, blocks of >= 64 and >= ~4 MFLOP.
+    const int split_m = (double)N <= (double)M;
+    const int dim = split_m ? M : N;
+    int nt = nth * 4;
+    int maxb = (int)PT_MAX(1.0, flops / 4e6);
+    if (nt > maxb) nt = maxb;
+    if (nt > (dim + 63) / 64) nt = (dim + 63) / 64;
+    if (nt < 1) nt = 1;
+    int bs = (dim + nt - 1) / nt;
+    bs = (bs + 15) & ~15;
+    nt = (dim + bs - 1) / bs;
+    if (nt <= 1) {
+        sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < nt; t++) {
+        const int o0 = t * bs, o1 = PT_MIN(dim, o0 + bs);
+        if (split_m) {
+            const float *Ab = ta ? A + o0 : A + (size_t)o0 * lda;
+            sgemm1(ta, tb, o1 - o0, N, K, Ab, lda, B, ldb, beta, C + (size_t)o0 * ldc, ldc);
+        } else {
+            const float *Bb = tb ? B + (size_t)o0 * ldb : B + o0;
+            sgemm1(ta, tb, M, o1 - o0, K, A, lda, Bb, ldb, beta, C + o0, ldc);
+        }
+    }
+}
+
+static void cpu_matmul_forward(pt_backend *be, float *out, const float *inp, const float *w, int N, int C, int OC) {
+    gemm(be->impl, 0, 1, N, OC, C, inp, C, w, C, 0.0f, out, OC);
+}
+
+static void cpu_matmul_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                                const float *w, int N, int C, int OC) {
+    if (dinp) gemm(be->impl, 0, 0, N, C, OC, dout, OC, w, C, 1.0f, dinp, C);  // dinp += dout @ w
+    gemm(be->impl, 1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dw, C);          // dw += dout^T @ inp
+}
+
+// ---------------------------------------------------------------- embedding
+
+static void cpu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const float *wte, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(float) * C);
+}
+
+PT_CLONES static void emb_bwd_cols(float *dwte, const float *dout, const int32_t *ids, int N, int C, int c0, int c1) {
+    for (int n = 0; n < N; n++) {
+        float *d = dwte + (size_t)ids[n] * C;
+        const float *g = dout + (size_t)n * C;
+        for (int c = c0; c < c1; c++) d[c] += g[c];
+    }
+}
+
+static void cpu_embedding_backward(pt_backend *be, float *dwte, const float *dout, const int32_t *ids, int N,
+                                   int C) {
+    // Threads own column slices and walk the rows in order: repeated ids
+    // accumulate in row order exactly as cpu-ref does.
+    const int cs = 16, ns = (C + cs - 1) / cs;
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < ns; s++) emb_bwd_cols(dwte, dout, ids, N, C, s * cs, PT_MIN(C, (s + 1) * cs));
+}
+
+// ---------------------------------------------------------------- RMSNorm
+
+PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, const float *w, int n0, int n1, int C,
+                                   float eps) {
+    for (int n = n0; n < n1; n++) {
+        const float *x = inp + (size_t)n * C;
+        const float ss = dot16(x, x, C);
+        const float r = (float)(1.0 / sqrt((double)(ss / C + eps)));
+        rstd[n] = r;
+        float *y = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
+    }
+}
+
+static void cpu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N,
+                                int C, float eps) {
+    const int rb = PT_MAX(1, 8192 / PT_MAX(C, 1)), nb = (N + rb - 1) / rb;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++) rms_fwd_rows(out, rstd, inp, w, b * rb, PT_MIN(N, (b + 1) * rb), C, eps);
+}
+
+// One block of rows: dinp rows (+=) and this block's partial dw.
+PT_CLONES static void rms_bwd_rows(float *dinp, float *part, const float *dout, const float *inp, const float *w,
+                                   const float *rstd, int n0, int n1, int C) {
+    for (int c = 0; c < C; c++) part[c] = 0;
+    for (int n = n0; n < n1; n++) {
+        const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+        const float r = rstd[n];
+        float a[16] = {0};
+        int c = 0;
+        for (; c + 16 <= C; c += 16)
+            for (int k = 0; k < 16; k++) a[k] += g[c + k] * w[c + k] * (x[c + k] * r);
+        float dot = sum16(a);
+        for (; c < C; c++) dot += g[c] * w[c] * (x[c] * r);
+        const float m = dot / C;
+        float *dx = dinp + (size_t)n * C;
+        for (c = 0; c < C; c++) {
+            const float xh = x[c] * r;
+            dx[c] += r * (g[c] * w[c] - xh * m);
+            part[c] += g[c] * xh;
+        }
+    }
+}
+
+PT_CLONES static void col_reduce(float *dst, const float *part, int nb, int stride, int c0, int c1) {
+    for (int b = 0; b < nb; b++) {
+        const float *p = part + (size_t)b * stride;
+        for (int c = c0; c < c1; c++) dst[c] += p[c];
+    }
+}
+
+static void cpu_rmsnorm_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                                 const float *w, const float *rstd, int N, int C) {
+    cpu_impl *im = be->impl;
+    const int nb = (N + RMS_RB - 1) / RMS_RB;
+    float *part = scratch_get(&im->rms, sizeof(float) * (size_t)nb * C);
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++)
+        rms_bwd_rows(dinp, part + (size_t)b * C, dout, inp, w, rstd, b * RMS_RB, PT_MIN(N, (b + 1) * RMS_RB), C);
+    // dw += partials, block order fixed; threads own column slices
+    const int cs = 64, ncs = (C + cs - 1) / cs;
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < ncs; s++) col_reduce(dw, part, nb, C, s * cs, PT_MIN(C, (s + 1) * cs));
+}
+
+// ---------------------------------------------------------------- RoPE
+
+// rows [r0, r1) of the [B*T, NH, D] tensor; position = row % T. In place
+// when out == inp (each pair (i, i+h) is read before it is written).
+PT_CLONES static void rope_rows(float *out, const float *inp, const float *cos, const float *sin, int r0, int r1,
+                                int T, int NH, int D, int backward) {
+    const int h = D / 2;
+    for (int r = r0; r < r1; r++) {
+        const float *cs = cos + (size_t)(r % T) * D, *sn = sin + (size_t)(r % T) * D;
+        for (int hd = 0; hd < NH; hd++) {
+            const float *x = inp + ((size_t)r * NH + hd) * D;
+            float *o = out + ((size_t)r * NH + hd) * D;
+            float lo[h > 0 ? h : 1], hi[h > 0 ? h : 1];
+            if (!backward) {
+                // o[i] = x[i] c[i] - x[i+h] s[i]; o[i+h] = x[i+h] c[i+h] + x[i] s[i+h]
+                for (int i = 0; i < h; i++) {
+                    lo[i] = x[i] * cs[i] - x[i + h] * sn[i];
+                    hi[i] = x[i + h] * cs[i + h] + x[i] * sn[i + h];
+                }
+            } else {
+                // transpose: d[i] = g[i] c[i] + g[i+h] s[i+h]; d[i+h] = g[i+h] c[i+h] - g[i] s[i]
+                for (int i = 0; i < h; i++) {
+                    lo[i] = x[i] * cs[i] + x[i + h] * sn[i + h];
+                    hi[i] = x[i + h] * cs[i + h] - x[i] * sn[i];
+                }
+            }
+            memcpy(o, lo, sizeof(float) * h);
+            memcpy(o + h, hi, sizeof(float) * h);
+        }
+    }
+}
+
+static void rope(float *out, const float *inp, const float *cos, const float *sin, int B, int T, int NH, int D,
+                 int backward) {
+    const int rows = B * T, rb = PT_MAX(1, 4096 / PT_MAX(1, NH * D)), nb = (rows + rb - 1) / rb;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < nb; b++) rope_rows(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D, backward);
+}
+
+static void cpu_rope_forward(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B,
+                             int T, int NH, int D) {
+    rope(out, inp, cos, sin, B, T, NH, D, 0);
+}
+static void cpu_rope_backward(pt_backend *be, float *dinp, const float *dout, const float *cos, const float *sin,
+                              int B, int T, int NH, int D) {
+    rope(dinp, dout, cos, sin, B, T, NH, D, 1);
+}
+
+// ---------------------------------------------------------------- attention
+
+static size_t cpu_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) { return (size_t)B * H * T; }
+
+// Per-thread attention scratch, in floats.
+static size_t att_scratch_floats(int T, int D, int G) {
+    return (size_t)4 * D * ATT_BK + (size_t)ATT_BQ * D + (size_t)G * T + 2 * ATT_BQ + 4 * ATT_BK + 64;
+}
+
+// kT[d][j] = k[s0 + j][d] for j < ns, 0 beyond (rows of k have stride ld).
+static inline void transpose_tile(float *restrict kT, const float *restrict k, size_t ld, int ns, int D) {
+    for (int j = 0; j < ns; j++)
+        for (int d = 0; d < D; d++) kT[(size_t)d * ATT_BK + j] = k[(size_t)j * ld + d];
+    if (ns < ATT_BK)
+        for (int d = 0; d < D; d++)
+            for (int j = ns; j < ATT_BK; j++) kT[(size_t)d * ATT_BK + j] = 0;
+}
+
+// sc[j] = sum_d q[d] kT[d][j], j < ATT_BK
+static inline void tile_dots(float *restrict sc, const float *restrict q, const float *restrict kT, int D) {
+    float a[ATT_BK];
+    for (int j = 0; j < ATT_BK; j++) a[j] = 0;
+    for (int d = 0; d < D; d++) {
+        const float qd = q[d];
+        const float *kr = kT + (size_t)d * ATT_BK;
+        for (int j = 0; j < ATT_BK; j++) a[j] += qd * kr[j];
+    }
+    for (int j = 0; j < ATT_BK; j++) sc[j] = a[j];
+}
+
+// acc[0..D) += sum_{j<ns} p[j] * v[j*ld + 0..D), accumulated in registers per 16 columns
+static inline void tile_pv(float *restrict acc, const float *restrict p, const float *restrict v, size_t ld, int ns,
+                           int D) {
+    int d0 = 0;
+    for (; d0 + 16 <= D; d0 += 16) {
+        float a[16];
+        for (int k = 0; k < 16; k++) a[k] = acc[d0 + k];
+        for (int j = 0; j < ns; j++) {
+            const float pj = p[j];
+            const float *vr = v + (size_t)j * ld + d0;
+            for (int k = 0; k < 16; k++) a[k] += pj * vr[k];
+        }
+        for (int k = 0; k < 16; k++) acc[d0 + k] = a[k];
+    }
+    for (; d0 < D; d0++) {
+        float a = acc[d0];
+        for (int j = 0; j < ns; j++) a += p[j] * v[(size_t)j * ld + d0];
+        acc[d0] = a;
+    }
+}
+
+// One (b, h, query tile) of the forward.
+PT_CLONES static void att_fwd_task(float *out, float *lse, const float *q, const float *k, const float *v, int b,
+                                   int hh, int t0, int t1, int T, int H, int KV, int D, float *ws) {
+    const int g = H / KV, kvh = hh / g;
+    const float scale = 1.0f / sqrtf((float)D);
+    const size_t qld = (size_t)H * D, kld = (size_t)KV * D;
+    float *kT = ws, *acc = kT + (size_t)D * ATT_BK, *mrow = acc + (size_t)ATT_BQ * D, *lrow = mrow + ATT_BQ;
+    float *sc = lrow + ATT_BQ, *p = sc + ATT_BK;
+    const int nq = t1 - t0;
+    for (int i = 0; i < nq * D; i++) acc[i] = 0;
+    for (int i = 0; i < nq; i++) {
+        mrow[i] = -FLT_MAX;
+        lrow[i] = 0;
+    }
+    const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
+    for (int s0 = 0; s0 < t1; s0 += ATT_BK) {
+        const int nsk = PT_MIN(ATT_BK, t1 - s0);
+        transpose_tile(kT, kb + (size_t)s0 * kld, kld, nsk, D);
+        for (int t = PT_MAX(t0, s0); t < t1; t++) {
+            const int i = t - t0, ns = PT_MIN(nsk, t - s0 + 1);
+            const float *qr = q + ((size_t)b * T + t) * qld + (size_t)hh * D;
+            tile_dots(sc, qr, kT, D);
+            float mx = -FLT_MAX;
+            for (int j = 0; j < ns; j++) {
+                sc[j] *= scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            const float mold = mrow[i], mnew = mx > mold ? mx : mold;
+            const float corr = mold == -FLT_MAX ? 0.0f : vexp(mold - mnew);
+            for (int j = 0; j < ATT_BK; j++) p[j] = vexp(sc[j] - mnew);
+            float ps = 0;
+            for (int j = 0; j < ns; j++) ps += p[j];
+            lrow[i] = lrow[i] * corr + ps;
+            mrow[i] = mnew;
+            float *a = acc + (size_t)i * D;
+            if (corr != 1.0f)
+                for (int d = 0; d < D; d++) a[d] *= corr;
+            tile_pv(a, p, vb + (size_t)s0 * kld, kld, ns, D);
+        }
+    }
+    for (int i = 0; i < nq; i++) {
+        const int t = t0 + i;
+        float *o = out + ((size_t)b * T + t) * qld + (size_t)hh * D;
+        const float inv = 1.0f / lrow[i];
+        for (int d = 0; d < D; d++) o[d] = acc[(size_t)i * D + d] * inv;
+        lse[((size_t)b * H + hh) * T + t] = mrow[i] + logf(lrow[i]);
+    }
+}
+
+static void cpu_attention_forward(pt_backend *be, float *out, float *saved, const float *q, const float *k,
+                                  const float *v, int B, int T, int H, int KV, int D) {
+    cpu_impl *im = be->impl;
+    const size_t per = att_scratch_floats(T, D, H / KV);
+    float *ws = scratch_get(&im->att, sizeof(float) * per * omp_get_max_threads());
+    const int nqt = (T + ATT_BQ - 1) / ATT_BQ, ntask = B * H * nqt;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int task = 0; task < ntask; task++) {
+        // largest query tiles (most keys) first
+        const int qt = nqt - 1 - task / (B * H), bh = task % (B * H);
+        att_fwd_task(out, saved, q, k, v, bh / H, bh % H, qt * ATT_BQ, PT_MIN(T, (qt + 1) * ATT_BQ), T, H, KV, D,
+                     ws + per * omp_get_thread_num());
+    }
+}
+
+// One (b, kv head) of the backward: dK, dV of that head, dQ of its query heads.
+PT_CLONES static void att_bwd_task(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse, int b, int kvh, int T, int H,
+                                   int KV, int D, float *ws) {
+    const int g = H / KV;
+    const float scale = 1.0f / sqrtf((float)D);
+    const size_t qld = (size_t)H * D, kld = (size_t)KV * D;
+    float *kT = ws, *vT = kT + (size_t)D * ATT_BK, *dK = vT + (size_t)D * ATT_BK, *dV = dK + (size_t)ATT_BK * D;
+    float *Drow = dV + (size_t)ATT_BK * D, *sc = Drow + (size_t)g * T, *p = sc + ATT_BK, *dp = p + ATT_BK,
+          *ds = dp + ATT_BK;
+    // Drow[h][t] = dout_t . out_t; dq rows of this group zeroed
+    for (int hi = 0; hi < g; hi++) {
+        const int hh = kvh * g + hi;
+        for (int t = 0; t < T; t++) {
+            const size_t o = ((size_t)b * T + t) * qld + (size_t)hh * D;
+            Drow[(size_t)hi * T + t] = dot16(dout + o, out + o, D);
+            for (int d = 0; d < D; d++) dq[o + d] = 0;
+        }
+    }
+    const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
+    for (int s0 = 0; s0 < T; s0 += ATT_BK) {
+        const int nsk = PT_MIN(ATT_BK, T - s0);
+        transpose_tile(kT, kb + (size_t)s0 * kld, kld, nsk, D);
+        transpose_tile(vT, vb + (size_t)s0 * kld, kld, nsk, D);
+        for (int i = 0; i < ATT_BK * D; i++) dK[i] = dV[i] = 0;
+        for (int hi = 0; hi < g; hi++) {
+            const int hh = kvh * g + hi;
+            const float *lr = lse + ((size_t)b * H + hh) * T;
+            for (int t = s0; t < T; t++) {
+                const int ns = PT_MIN(nsk, t - s0 + 1);
+                const size_t o = ((size_t)b * T + t) * qld + (size_t)hh * D;
+                const float *qr = q + o, *gr = dout + o;
+                tile_dots(sc, qr, kT, D);
+                tile_dots(dp, gr, vT, D);
+                const float l = lr[t], Dt = Drow[(size_t)hi * T + t];
+                for (int j = 0; j < ATT_BK; j++) {
+                    p[j] = j < ns ? vexp(sc[j] * scale - l) : 0.0f;
+                    ds[j] = p[j] * (dp[j] - Dt) * scale;
+                }
+                for (int j = 0; j < ns; j++) {
+                    float *dkr = dK + (size_t)j * D, *dvr = dV + (size_t)j * D;
+                    const float pj = p[j], dsj = ds[j];
+                    for (int d = 0; d < D; d++) {
+                        dvr[d] += pj * gr[d];
+                        dkr[d] += dsj * qr[d];
+                    }
+                }
+                tile_pv(dq + o, ds, kb + (size_t)s0 * kld, kld, ns, D);
+            }
+        }
+        for (int j = 0; j < nsk; j++) {
+            const size_t o = ((size_t)b * T + s0 + j) * kld + (size_t)kvh * D;
+            memcpy(dk + o, dK + (size_t)j * D, sizeof(float) * D);
+            memcpy(dv + o, dV + (size_t)j * D, sizeof(float) * D);
+        }
+    }
+}
+
+static void cpu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                   const float *k, const float *v, const float *out, const float *saved, int B,
+                                   int T, int H, int KV, int D) {
+    cpu_impl *im = be->impl;
+    const size_t per = att_scratch_floats(T, D, H / KV);
+    float *ws = scratch_get(&im->att, sizeof(float) * per * omp_get_max_threads());
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int task = 0; task < B * KV; task++)
+        att_bwd_task(dq, dk, dv, dout, q, k, v, out, saved, task / KV, task % KV, T, H, KV, D,
+                     ws + per * omp_get_thread_num());
+}
+
+// ---------------------------------------------------------------- elementwise
+
+PT_CLONES static void swiglu_fwd_blk(float *restrict out, const float *restrict gate, const float *restrict up,
+                                     size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        out[i] = x / (1.0f + vexp(-x)) * up[i];
+    }
+}
+
+PT_CLONES static void swiglu_bwd_blk(float *restrict dgate, float *restrict dup, const float *restrict dout,
+                                     const float *restrict gate, const float *restrict up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        const float sg = 1.0f / (1.0f + vexp(-x));
+        dup[i] = dout[i] * (x * sg);
+        dgate[i] = dout[i] * up[i] * (sg * (1.0f + x * (1.0f - sg)));
+    }
+}
+
+PT_CLONES static void add_blk(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+PT_CLONES static void scale_blk(float *x, float s, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+PT_CLONES static double sumsq_blk(const float *g, size_t n) {
+    double a[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += (double)g[i + k] * (double)g[i + k];
+    double s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (; i < n; i++) s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+PT_CLONES static void adamw_blk(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                                size_t n, float decay, float w1, float b2, float w2, float step_size, float bc2_sqrt,
+                                float eps) {
+    // Same operation order as cpu-ref / torch.optim.AdamW (single-tensor path).
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i];
+        float pi = p[i] * decay;
+        const float mi = m[i] + w1 * (gi - m[i]);
+        const float vi = v[i] * b2 + w2 * (gi * gi);
+        const float denom = (float)(sqrt((double)vi) / bc2_sqrt + eps);
+        pi += -step_size * (mi / denom);
+        p[i] = pi;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+#define EW_LOOP(n, CALL)                                                   \
+    do {                                                                   \
+        const size_t n_ = (n);                                             \
+        const long nb_ = (long)((n_ + EW_BLOCK - 1) / EW_BLOCK);           \
+        _Pragma("omp parallel for schedule(static)") for (long b_ = 0; b_ < nb_; b_++) { \
+            const size_t o = (size_t)b_ * EW_BLOCK, len = PT_MIN((size_t)EW_BLOCK, n_ - o); \
+            CALL;                                                          \
+        }                                                                  \
+    } while (0)
+
+static void cpu_swiglu_forward(pt_backend *be, float *out, const float *gate, const float *up, size_t n) {
+    EW_LOOP(n, swiglu_fwd_blk(out + o, gate + o, up + o, len));
+}
+static void cpu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
+                                const float *up, size_t n) {
+    EW_LOOP(n, swiglu_bwd_blk(dgate + o, dup + o, dout + o, gate + o, up + o, len));
+}
+static void cpu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    EW_LOOP(n, add_blk(out + o, a + o, b + o, len));
+}
+static void cpu_scale(pt_backend *be, float *x, float s, size_t n) { EW_LOOP(n, scale_blk(x + o, s, len)); }
+
+static void cpu_sum_squares(pt_backend *be, double *out, const float *g, size_t n) {
+    cpu_impl *im = be->impl;
+    const size_t nb = (n + SS_BLK - 1) / SS_BLK;
+    double *part = scratch_get(&im->ss, sizeof(double) * (nb ? nb : 1));
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < (long)nb; b++) part[b] = sumsq_blk(g + (size_t)b * SS_BLK, PT_MIN(SS_BLK, n - (size_t)b * SS_BLK));
+    double s = 0;
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    *out = s;
+}
+
+static void cpu_adamw(pt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int t) {
+    const float decay = (float)(1.0 - (double)lr * weight_decay);
+    const float w1 = (float)(1.0 - beta1), b2 = beta2, w2 = (float)(1.0 - beta2);
+    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+    const float step_size = (float)(lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    EW_LOOP(n, adamw_blk(p + o, g + o, m + o, v + o, len, decay, w1, b2, w2, step_size, bc2_sqrt, eps));
+}
+
+// ---------------------------------------------------------------- lm_head + cross-entropy
+
+PT_CLONES static float row_max(const float *x, int n) {
+    float a[16];
+    for (int k = 0; k < 16; k++) a[k] = -FLT_MAX;
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) a[k] = x[i + k] > a[k] ? x[i + k] : a[k];
+    float m = -FLT_MAX;
+    for (int k = 0; k < 16; k++) m = a[k] > m ? a[k] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+// sum_i exp(x[i] - m), storing the exponentials in place when store
+PT_CLONES static double row_expsum(float *x, int n, float m, int store) {
+    float a[16] = {0};
+    int i = 0;
+    if (store) {
+        for (; i + 16 <= n; i += 16)
+            for (int k = 0; k < 16; k++) {
+                const float e = vexp(x[i + k] - m);
+                x[i + k] = e;
+                a[k] += e;
+            }
+    } else {
+        for (; i + 16 <= n; i += 16)
+            for (int k = 0; k < 16; k++) a[k] += vexp(x[i + k] - m);
+    }
+    double s = sum16(a);
+    for (; i < n; i++) {
+        const float e = vexp(x[i] - m);
+        if (store) x[i] = e;
+        s += e;
+    }
+    return s;
+}
+
+// Tile of rc rows x tv columns starting at vocabulary column v0 (row stride tv).
+PT_CLONES static void xent_tile_stats(float *L, int rc, int tv, int v0, const int32_t *tg, float *tm, double *ts,
+                                      float *tl, int ntiles, int j, int store) {
+    for (int r = 0; r < rc; r++) {
+        float *row = L + (size_t)r * tv;
+        const int t = tg[r];
+        if (t >= v0 && t < v0 + tv) tl[r] = row[t - v0];
+        const float m = row_max(row, tv);
+        tm[(size_t)r * ntiles + j] = m;
+        ts[(size_t)r * ntiles + j] = row_expsum(row, tv, m, store);
+    }
+}
+
+// exp(l - m_tile) -> (exp(l - lse) * scale) - scale * [v == target]; ignored rows -> 0
+PT_CLONES static void xent_tile_grad(float *L, int rc, int tv, int v0, const int32_t *tg, const float *f, int ntiles,
+                                     int j, float scale) {
+    for (int r = 0; r < rc; r++) {
+        float *row = L + (size_t)r * tv;
+        const int t = tg[r];
+        if (t < 0) {
+            memset(row, 0, sizeof(float) * tv);
+            continue;
+        }
+        const float fr = f[(size_t)r * ntiles + j];
+        for (int i = 0; i < tv; i++) row[i] *= fr;
+        if (t >= v0 && t < v0 + tv) row[t - v0] -= scale;
+    }
+}
+
+static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp,
+                             const float *w, const int32_t *targets, int N, int C, int V, float scale) {
+    cpu_impl *im = be->impl;
+    const int nth = omp_get_max_threads();
+    const int R = PT_MAX(1, PT_MIN(N, im->xent_rows));
+    const int TV = PT_MAX(16, PT_MIN(V, im->xent_tile));
+    const int ntiles = (V + TV - 1) / TV;
+    const int NG = PT_MIN(ntiles, XENT_GROUPS);
+    const int train = dinp != NULL;
+    // logits chunk: tile j of a chunk of rc rows lives at rc * j * TV, row stride tv
+    float *lg = scratch_get(&im->xent, sizeof(float) * (train ? (size_t)R * V : (size_t)nth * R * TV));
+    // per-row stats: tile max (then gradient factor), tile sum-exp, target logit, row loss
+    const size_t st_bytes = sizeof(float) * (size_t)R * ntiles + sizeof(double) * (size_t)R * ntiles +
+                            sizeof(float) * R + sizeof(double) * R + 256;
+    char *st = scratch_get(&im->xstat, st_bytes);
+    double *ts = (double *)st, *rloss = ts + (size_t)R * ntiles;
+    float *tm = (float *)(rloss + R), *tl = tm + (size_t)R * ntiles;
+    float *part = train ? scratch_get(&im->xpart, sizeof(float) * (size_t)NG * R * C) : NULL;
+    double total = 0;
+    for (int n0 = 0; n0 < N; n0 += R) {
+        const int rc = PT_MIN(R, N - n0);
+        const float *X = inp + (size_t)n0 * C;
+        const int32_t *tg = targets + n0;
+        for (int r = 0; r < rc; r++) tl[r] = 0;
+        // pass 1: logits tiles, per-tile max and sum-exp (exp stored when training)
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int j = 0; j < ntiles; j++) {
+            const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
+            float *L = train ? lg + (size_t)rc * v0 : lg + (size_t)omp_get_thread_num() * R * TV;
+            sgemm1(0, 1, rc, tv, C, X, C, w + (size_t)v0 * C, C, 0.0f, L, tv);
+            xent_tile_stats(L, rc, tv, v0, tg, tm, ts, tl, ntiles, j, train);
+        }
+        // per row: logsumexp over tiles in tile order, loss, gradient factors
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rc; r++) {
+            float *tmr = tm + (size_t)r * ntiles;
+            const double *tsr = ts + (size_t)r * ntiles;
+            if (tg[r] < 0) {
+                rloss[r] = 0;
+                for (int j = 0; j < ntiles; j++) tmr[j] = 0;
+                continue;
+            }
+            float M = -FLT_MAX;
+            for (int j = 0; j < ntiles; j++) M = tmr[j] > M ? tmr[j] : M;
+            double S = 0;
+            for (int j = 0; j < ntiles; j++) S += tsr[j] * exp((double)tmr[j] - (double)M);
+            const double lse = (double)M + log(S);
+            rloss[r] = lse - (double)tl[r];
+            if (train)
+                for (int j = 0; j < ntiles; j++) tmr[j] = (float)(exp((double)tmr[j] - lse) * scale);
+        }
+        for (int r = 0; r < rc; r++) total += rloss[r];
+        if (!train) continue;
+        // pass 2: gradient tiles -> dW tile (+= G^T X) and the group's partial of dX (G W)
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int gi = 0; gi < NG; gi++) {
+            const int j0 = (int)((long)ntiles * gi / NG), j1 = (int)((long)ntiles * (gi + 1) / NG);
+            float *P = part + (size_t)gi * rc * C;
+            for (int j = j0; j < j1; j++) {
+                const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
+                float *L = lg + (size_t)rc * v0;
+                xent_tile_grad(L, rc, tv, v0, tg, tm, ntiles, j, scale);
+                sgemm1(1, 0, tv, C, rc, L, tv, X, C, 1.0f, dw + (size_t)v0 * C, C);
+                sgemm1(0, 0, rc, C, tv, L, tv, w + (size_t)v0 * C, C, j == j0 ? 0.0f : 1.0f, P, C);
+            }
+        }
+        // dX rows = sum of group partials in group order (overwrite)
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rc; r++) {
+            float *dx = dinp + (size_t)(n0 + r) * C;
+            memcpy(dx, part + (size_t)r * C, sizeof(float) * C);
+            col_reduce(dx, part + (size_t)rc * C + (size_t)r * C, NG - 1, rc * C, 0, C);
+        }
+    }
+    *loss_sum = total;
+}
+
+// ---------------------------------------------------------------- create
+
+static int env_int(const char *name, int def, int lo, int hi) {
+    const char *s = getenv(name);
+    if (!s || !*s) return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > hi) {
+        pt_warn("%s=%s ignored (want an integer in [%d, %d])", name, s, lo, hi);
+        return def;
+    }
+    return (int)v;
+}
+
+static const char *simd_level(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq"))
+        return "AVX-512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "AVX2+FMA";
+    return "SSE2";
+#else
+    return "portable C";
+#endif
+}
+
+pt_backend *pt_backend_cpu_create(void) {
+    pt_backend *be = pt_calloc(1, sizeof *be);
+    cpu_impl *im = pt_calloc(1, sizeof *im);
+    be->impl = im;
+    be->name = "cpu";
+    const char *gm = getenv("PT_CPU_GEMM");
+    im->gemm_openblas = gm && !strcmp(gm, "openblas");
+    im->xent_rows = env_int("PT_CPU_XENT_ROWS", 256, 1, 1 << 20);
+    im->xent_tile = env_int("PT_CPU_XENT_TILE", 1024, 16, 1 << 24);
+    openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm
+    snprintf(be->device, sizeof be->device, "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, fp32)",
+             simd_level(), openblas_get_corename(), omp_get_max_threads());
+    be->alloc = cpu_alloc;
+    be->free = cpu_free;
+    be->upload = cpu_copy;
+    be->download = cpu_copy;
+    be->copy = cpu_copy;
+    be->zero = cpu_zero;
+    be->synchronize = cpu_sync;
+    be->destroy = cpu_destroy;
+    be->embedding_forward = cpu_embedding_forward;
+    be->embedding_backward = cpu_embedding_backward;
+    be->matmul_forward = cpu_matmul_forward;
+    be->matmul_backward = cpu_matmul_backward;
+    be->rmsnorm_forward = cpu_rmsnorm_forward;
+    be->rmsnorm_backward = cpu_rmsnorm_backward;
+    be->rope_forward = cpu_rope_forward;
+    be->rope_backward = cpu_rope_backward;
+    be->attention_saved_floats = cpu_attention_saved_floats;
+    be->attention_forward = cpu_attention_forward;
+    be->attention_backward = cpu_attention_backward;
+    be->swiglu_forward = cpu_swiglu_forward;
+    be->swiglu_backward = cpu_swiglu_backward;
+    be->add = cpu_add;
+    be->lm_head_xent = cpu_lm_head_xent;
+    be->sum_squares = cpu_sum_squares;
+    be->scale = cpu_scale;
+    be->adamw = cpu_adamw;
+    return be;
+}
+#endif  // PT_NO_CPU_BACKEND
