@@ -13,29 +13,15 @@
 
 int pt_shard_open(pt_shard *s, const char *path) {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        pt_set_error("%s: cannot open shard: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        pt_set_error("%s: not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
+    const void *cmap;
+    size_t size;
+    if (pt_map_file(path, &cmap, &size) != 0) return -1;
     if (size < PT_SHARD_HEADER_BYTES) {
         pt_set_error("%s: truncated shard header (%zu bytes, need %d)", path, size, PT_SHARD_HEADER_BYTES);
-        close(fd);
+        pt_unmap_file(cmap, size);
         return -1;
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        pt_set_error("%s: mmap failed: %s", path, strerror(errno));
-        return -1;
-    }
+    void *map = (void *)cmap;
     memcpy(s->header, map, PT_SHARD_HEADER_BYTES);
     const int32_t *h = s->header;
     const char *why = NULL;

@@ -209,33 +209,18 @@ fail:
 
 int st_open(st_file *f, const char *path) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        pt_set_error("%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        pt_set_error("%s: not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    close(fd);
-    if (size && map == MAP_FAILED) {
-        pt_set_error("%s: mmap failed: %s", path, strerror(errno));
-        return -1;
-    }
+    const void *map;
+    size_t size;
+    if (pt_map_file(path, &map, &size) != 0) return -1;
     if (st_parse(f, map, size, path) != 0) {
-        if (map) munmap(map, size);
+        pt_unmap_file(map, size);
         return -1;
     }
     return 0;
 }
 
 void st_close(st_file *f) {
-    if (f->map && f->size) munmap((void *)f->map, f->size);
+    pt_unmap_file(f->map, f->size);
     for (int i = 0; i < f->num_tensors; i++) free(f->tensors[i].name);
     for (int i = 0; i < f->num_meta; i++) {
         free(f->meta_keys[i]);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,4 +151,34 @@ char *pt_path_join(const char *a, const char *b) {
     if (na > 0 && a[na - 1] != '/') r[k++] = '/';
     memcpy(r + k, b, nb + 1);
     return r;
+}
+
+int pt_map_file(const char *path, const void **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        pt_set_error("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pt_set_error("%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    size_t n = (size_t)st.st_size;
+    void *m = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (n && m == MAP_FAILED) {
+        pt_set_error("%s: mmap failed: %s", path, strerror(errno));
+        return -1;
+    }
+    *map = m;
+    *size = n;
+    return 0;
+}
+
+void pt_unmap_file(const void *map, size_t size) {
+    if (map && size) munmap((void *)map, size);
 }

@@ -15,5 +15,10 @@ int pt_fsync_dir(const char *dir);
 int pt_mkdir_p(const char *dir);
 int pt_is_dir(const char *path);
 int pt_file_exists(const char *path);
+// Maps a whole regular file read-only. Returns 0 and sets *map (NULL for an
+// empty file) and *size; -1 with an error naming the path. Unmap with
+// pt_unmap_file.
+int pt_map_file(const char *path, const void **map, size_t *size);
+void pt_unmap_file(const void *map, size_t size);
 // path join into a malloc'd string
 char *pt_path_join(const char *a, const char *b);
