@@ -1,5 +1,4 @@
-#define _XOPEN_SOURCE 700
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "util/common.h"
@@ -50,6 +49,36 @@ static int faulty_write_all(int fd, const void *data, size_t len, const char *pa
         g_enospc_budget -= (long long)len;
     }
     return pt_write_all(fd, data, len, path);
+}
+
+// Streams large writes in 64 MiB chunks and starts write-back of each chunk
+// as soon as it is written (sync_file_range), waiting for the chunk before
+// it: the disk works while we copy, dirty memory stays bounded, and the final
+// fsync has little left to do.
+typedef struct {
+    int fd;
+    const char *path;
+    off_t pos, flushed;
+} stream_out;
+
+#define STREAM_CHUNK (64u << 20)
+static int stream_write(stream_out *o, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        size_t n = len < STREAM_CHUNK ? len : STREAM_CHUNK;
+        if (faulty_write_all(o->fd, p, n, o->path) != 0) return -1;
+        o->pos += (off_t)n;
+        p += n;
+        len -= n;
+        if (o->pos - o->flushed >= (off_t)STREAM_CHUNK) {
+            if (o->flushed >= (off_t)STREAM_CHUNK)
+                sync_file_range(o->fd, o->flushed - STREAM_CHUNK, STREAM_CHUNK,
+                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+            sync_file_range(o->fd, o->flushed, o->pos - o->flushed, SYNC_FILE_RANGE_WRITE);
+            o->flushed = o->pos;
+        }
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -152,10 +181,11 @@ static int write_rank_file(const char *dir, const char *fname, const ckpt_slice 
     }
     uint8_t lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    if (faulty_write_all(fd, lenb, 8, path) || faulty_write_all(fd, json, padded, path)) goto close_fd;
+    stream_out so = {.fd = fd, .path = path};
+    if (stream_write(&so, lenb, 8) || stream_write(&so, json, padded)) goto close_fd;
     for (int i = 0; i < n; i++) {
         size_t b = (size_t)box_numel(s[i].ndim, s[i].shape) * 4;
-        if (faulty_write_all(fd, s[i].data, b, path)) goto close_fd;
+        if (stream_write(&so, s[i].data, b)) goto close_fd;
         char h[48];
         hash_hex(s[i].data, b, h);
         cJSON *t = cJSON_GetObjectItemCaseSensitive(tensors, s[i].name);
