@@ -4,12 +4,10 @@
 // - Matmuls through OpenBLAS cblas_sgemm, always SINGLE-threaded inside our
 //   own OpenMP tasks (one thread pool for the whole step, no OpenBLAS worker
 //   threads spinning against ours). A matmul is split into 1-D blocks of its
-//   output (rows when op(B) is the smaller operand, columns otherwise), so
-//   every output element is still one K-long OpenBLAS dot in OpenBLAS's own
-//   order: the split does not change the result (tested bitwise in
-//   tests/test_cpu_backend.c), hence results do not depend on the thread
-//   count. PT_CPU_GEMM=openblas hands whole matmuls to OpenBLAS's threads
-//   instead (for comparison).
+//   output (rows when op(B) is the smaller operand, columns otherwise), the
+//   split fixed by the shape alone, so results do not depend on the thread
+//   count. PT_CPU_GEMM=openblas hands whole matmuls to OpenBLAS's own threads
+//   instead (for comparison only: not thread-count independent).
 // - lm_head + cross-entropy in chunks of rows x vocabulary tiles: the [N x V]
 //   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 256)
 //   is computed tile by tile (PT_CPU_XENT_TILE vocabulary columns, default
@@ -58,14 +56,28 @@ char *openblas_get_corename(void);
 #define PT_CLONES
 #endif
 
-enum { ATT_BQ = 64, ATT_BK = 64, EW_BLOCK = 1 << 14, XENT_GROUPS = 16, RMS_RB = 32, SS_BLK = 4096 };
+enum { GEMM_MAX_BLOCKS = 8, ATT_BQ = 64, ATT_BK = 64, EW_BLOCK = 1 << 14, XENT_GROUPS = 16, RMS_RB = 32, SS_BLK = 4096 };
 
 typedef struct {
     void *p;
     size_t cap;  // bytes
 } scratch;
 
+// PT_CPU_PROFILE=1: wall time per kernel, printed to stderr by destroy().
+enum {
+    K_EMB_F, K_EMB_B, K_MM_F, K_MM_B, K_RMS_F, K_RMS_B, K_ROPE_F, K_ROPE_B, K_ATT_F, K_ATT_B, K_SWIGLU_F,
+    K_SWIGLU_B, K_ADD, K_XENT, K_SUMSQ, K_SCALE, K_ADAMW, K_ZERO, K_COPY, K_COUNT
+};
+static const char *const kernel_names[K_COUNT] = {
+    "embedding_forward", "embedding_backward", "matmul_forward", "matmul_backward", "rmsnorm_forward",
+    "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
+    "swiglu_forward", "swiglu_backward", "add", "lm_head_xent", "sum_squares", "scale", "adamw", "zero",
+    "copy/upload/download"};
+
 typedef struct {
+    int profile;
+    double prof_s[K_COUNT], prof_flops[K_COUNT];
+    long prof_calls[K_COUNT];
     scratch xent, xstat, xpart, att, rms, ss;
     int gemm_openblas;  // PT_CPU_GEMM=openblas: OpenBLAS threads instead of our split
     int xent_rows, xent_tile;
@@ -128,17 +140,47 @@ static void *scratch_get(scratch *s, size_t bytes) {
     return s->p;
 }
 
+#define PROF_BEGIN(be_) \
+    cpu_impl *prof_im_ = (be_)->impl; \
+    const double prof_t0_ = prof_im_->profile ? pt_now_s() : 0
+#define PROF_END(k, flops) \
+    do { \
+        if (prof_im_->profile) { \
+            prof_im_->prof_s[k] += pt_now_s() - prof_t0_; \
+            prof_im_->prof_flops[k] += (flops); \
+            prof_im_->prof_calls[k]++; \
+        } \
+    } while (0)
+
 static void *cpu_alloc(pt_backend *be, size_t bytes) {
     void *p = big_alloc(bytes);
     par_zero(p, bytes);
     return p;
 }
 static void cpu_free(pt_backend *be, void *p) { free(p); }
-static void cpu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) { par_copy(dst, src, bytes); }
-static void cpu_zero(pt_backend *be, void *dst, size_t bytes) { par_zero(dst, bytes); }
+static void cpu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {
+    PROF_BEGIN(be);
+    par_copy(dst, src, bytes);
+    PROF_END(K_COPY, 0);
+}
+static void cpu_zero(pt_backend *be, void *dst, size_t bytes) {
+    PROF_BEGIN(be);
+    par_zero(dst, bytes);
+    PROF_END(K_ZERO, 0);
+}
 static void cpu_sync(pt_backend *be) {}
 static void cpu_destroy(pt_backend *be) {
     cpu_impl *im = be->impl;
+    if (im->profile) {
+        double tot = 0;
+        for (int k = 0; k < K_COUNT; k++) tot += im->prof_s[k];
+        fprintf(stderr, "cpu backend profile (%d threads): %.3f s in kernels\n", omp_get_max_threads(), tot);
+        for (int k = 0; k < K_COUNT; k++)
+            if (im->prof_calls[k])
+                fprintf(stderr, "  %-22s %8ld calls %9.3f s %5.1f%%  %8.1f GFLOP/s\n", kernel_names[k],
+                        im->prof_calls[k], im->prof_s[k], 100 * im->prof_s[k] / (tot > 0 ? tot : 1),
+                        im->prof_flops[k] / (im->prof_s[k] > 0 ? im->prof_s[k] : 1) / 1e9);
+    }
     scratch *all[] = {&im->xent, &im->xstat, &im->xpart, &im->att, &im->rms, &im->ss};
     for (size_t i = 0; i < PT_ARRAY_LEN(all); i++) free(all[i]->p);
     free(im);
@@ -210,21 +252,25 @@ static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const 
     if (M <= 0 || N <= 0) return;
     const int nth = omp_get_max_threads();
     const double flops = 2.0 * M * N * (double)K;
-    if (im->gemm_openblas || nth == 1 || flops < 2e6) {
-        if (im->gemm_openblas) openblas_set_num_threads(nth);
+    if (im->gemm_openblas) {
+        openblas_set_num_threads(nth);
         sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-        if (im->gemm_openblas) openblas_set_num_threads(1);
+        openblas_set_num_threads(1);
         return;
     }
     // Split the output along M when op(B) [K,N] is the smaller operand (each
-    // block re-packs B), along N otherwise. 4 blocks per thread (dynamic) for
-    // balance on a busy machine, blocks of >= 64 and >= ~4 MFLOP.
+    // block re-packs B), along N otherwise, into at most GEMM_MAX_BLOCKS
+    // blocks of >= 64 rows/columns and >= ~4 MFLOP. The split depends on the
+    // shape only, never on the thread count: OpenBLAS may take a different
+    // path for a small block than for the whole matrix (its small-matrix
+    // kernels round differently), so a thread-dependent split would make
+    // results thread-dependent.
     const int split_m = (double)N <= (double)M;
     const int dim = split_m ? M : N;
-    int nt = nth * 4;
-    int maxb = (int)PT_MAX(1.0, flops / 4e6);
+    int nt = GEMM_MAX_BLOCKS;
+    const int maxb = (int)PT_MAX(1.0, flops / 4e6);
     if (nt > maxb) nt = maxb;
-    if (nt > (dim + 63) / 64) nt = (dim + 63) / 64;
+    if (nt > dim / 64) nt = dim / 64;
     if (nt < 1) nt = 1;
     int bs = (dim + nt - 1) / nt;
     bs = (bs + 15) & ~15;
@@ -247,20 +293,26 @@ static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const 
 }
 
 static void cpu_matmul_forward(pt_backend *be, float *out, const float *inp, const float *w, int N, int C, int OC) {
+    PROF_BEGIN(be);
     gemm(be->impl, 0, 1, N, OC, C, inp, C, w, C, 0.0f, out, OC);
+    PROF_END(K_MM_F, 2.0 * N * C * (double)OC);
 }
 
 static void cpu_matmul_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
                                 const float *w, int N, int C, int OC) {
+    PROF_BEGIN(be);
     if (dinp) gemm(be->impl, 0, 0, N, C, OC, dout, OC, w, C, 1.0f, dinp, C);  // dinp += dout @ w
     gemm(be->impl, 1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dw, C);          // dw += dout^T @ inp
+    PROF_END(K_MM_B, (dinp ? 4.0 : 2.0) * N * C * (double)OC);
 }
 
 // ---------------------------------------------------------------- embedding
 
 static void cpu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const float *wte, int N, int C) {
+    PROF_BEGIN(be);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(float) * C);
+    PROF_END(K_EMB_F, 0);
 }
 
 PT_CLONES static void emb_bwd_cols(float *dwte, const float *dout, const int32_t *ids, int N, int C, int c0, int c1) {
@@ -273,11 +325,13 @@ PT_CLONES static void emb_bwd_cols(float *dwte, const float *dout, const int32_t
 
 static void cpu_embedding_backward(pt_backend *be, float *dwte, const float *dout, const int32_t *ids, int N,
                                    int C) {
+    PROF_BEGIN(be);
     // Threads own column slices and walk the rows in order: repeated ids
     // accumulate in row order exactly as cpu-ref does.
     const int cs = 16, ns = (C + cs - 1) / cs;
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < ns; s++) emb_bwd_cols(dwte, dout, ids, N, C, s * cs, PT_MIN(C, (s + 1) * cs));
+    PROF_END(K_EMB_B, 0);
 }
 
 // ---------------------------------------------------------------- RMSNorm
@@ -296,9 +350,11 @@ PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, co
 
 static void cpu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N,
                                 int C, float eps) {
+    PROF_BEGIN(be);
     const int rb = PT_MAX(1, 8192 / PT_MAX(C, 1)), nb = (N + rb - 1) / rb;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < nb; b++) rms_fwd_rows(out, rstd, inp, w, b * rb, PT_MIN(N, (b + 1) * rb), C, eps);
+    PROF_END(K_RMS_F, 0);
 }
 
 // One block of rows: dinp rows (+=) and this block's partial dw.
@@ -333,6 +389,7 @@ PT_CLONES static void col_reduce(float *dst, const float *part, int nb, int stri
 
 static void cpu_rmsnorm_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
                                  const float *w, const float *rstd, int N, int C) {
+    PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const int nb = (N + RMS_RB - 1) / RMS_RB;
     float *part = scratch_get(&im->rms, sizeof(float) * (size_t)nb * C);
@@ -343,6 +400,7 @@ static void cpu_rmsnorm_backward(pt_backend *be, float *dinp, float *dw, const f
     const int cs = 64, ncs = (C + cs - 1) / cs;
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < ncs; s++) col_reduce(dw, part, nb, C, s * cs, PT_MIN(C, (s + 1) * cs));
+    PROF_END(K_RMS_B, 0);
 }
 
 // ---------------------------------------------------------------- RoPE
@@ -386,11 +444,15 @@ static void rope(float *out, const float *inp, const float *cos, const float *si
 
 static void cpu_rope_forward(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B,
                              int T, int NH, int D) {
+    PROF_BEGIN(be);
     rope(out, inp, cos, sin, B, T, NH, D, 0);
+    PROF_END(K_ROPE_F, 0);
 }
 static void cpu_rope_backward(pt_backend *be, float *dinp, const float *dout, const float *cos, const float *sin,
                               int B, int T, int NH, int D) {
+    PROF_BEGIN(be);
     rope(dinp, dout, cos, sin, B, T, NH, D, 1);
+    PROF_END(K_ROPE_B, 0);
 }
 
 // ---------------------------------------------------------------- attention
@@ -399,7 +461,8 @@ static size_t cpu_attention_saved_floats(pt_backend *be, int B, int T, int H, in
 
 // Per-thread attention scratch, in floats.
 static size_t att_scratch_floats(int T, int D, int G) {
-    return (size_t)4 * D * ATT_BK + (size_t)ATT_BQ * D + (size_t)G * T + 2 * ATT_BQ + 4 * ATT_BK + 64;
+    size_t n = (size_t)4 * D * ATT_BK + (size_t)ATT_BQ * D + (size_t)G * T + 2 * ATT_BQ + 4 * ATT_BK + 64;
+    return (n + 15) & ~(size_t)15;  // 64-byte aligned per-thread regions
 }
 
 // kT[d][j] = k[s0 + j][d] for j < ns, 0 beyond (rows of k have stride ld).
@@ -495,6 +558,7 @@ PT_CLONES static void att_fwd_task(float *out, float *lse, const float *q, const
 
 static void cpu_attention_forward(pt_backend *be, float *out, float *saved, const float *q, const float *k,
                                   const float *v, int B, int T, int H, int KV, int D) {
+    PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const size_t per = att_scratch_floats(T, D, H / KV);
     float *ws = scratch_get(&im->att, sizeof(float) * per * omp_get_max_threads());
@@ -506,6 +570,7 @@ static void cpu_attention_forward(pt_backend *be, float *out, float *saved, cons
         att_fwd_task(out, saved, q, k, v, bh / H, bh % H, qt * ATT_BQ, PT_MIN(T, (qt + 1) * ATT_BQ), T, H, KV, D,
                      ws + per * omp_get_thread_num());
     }
+    PROF_END(K_ATT_F, 2.0 * B * H * (double)T * (T + 1) * D);
 }
 
 // One (b, kv head) of the backward: dK, dV of that head, dQ of its query heads.
@@ -569,6 +634,7 @@ PT_CLONES static void att_bwd_task(float *dq, float *dk, float *dv, const float 
 static void cpu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
                                    const float *k, const float *v, const float *out, const float *saved, int B,
                                    int T, int H, int KV, int D) {
+    PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const size_t per = att_scratch_floats(T, D, H / KV);
     float *ws = scratch_get(&im->att, sizeof(float) * per * omp_get_max_threads());
@@ -576,6 +642,7 @@ static void cpu_attention_backward(pt_backend *be, float *dq, float *dk, float *
     for (int task = 0; task < B * KV; task++)
         att_bwd_task(dq, dk, dv, dout, q, k, v, out, saved, task / KV, task % KV, T, H, KV, D,
                      ws + per * omp_get_thread_num());
+    PROF_END(K_ATT_B, 4.0 * B * H * (double)T * (T + 1) * D);
 }
 
 // ---------------------------------------------------------------- elementwise
@@ -644,18 +711,29 @@ PT_CLONES static void adamw_blk(float *restrict p, const float *restrict g, floa
     } while (0)
 
 static void cpu_swiglu_forward(pt_backend *be, float *out, const float *gate, const float *up, size_t n) {
+    PROF_BEGIN(be);
     EW_LOOP(n, swiglu_fwd_blk(out + o, gate + o, up + o, len));
+    PROF_END(K_SWIGLU_F, 0);
 }
 static void cpu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
                                 const float *up, size_t n) {
+    PROF_BEGIN(be);
     EW_LOOP(n, swiglu_bwd_blk(dgate + o, dup + o, dout + o, gate + o, up + o, len));
+    PROF_END(K_SWIGLU_B, 0);
 }
 static void cpu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    PROF_BEGIN(be);
     EW_LOOP(n, add_blk(out + o, a + o, b + o, len));
+    PROF_END(K_ADD, 0);
 }
-static void cpu_scale(pt_backend *be, float *x, float s, size_t n) { EW_LOOP(n, scale_blk(x + o, s, len)); }
+static void cpu_scale(pt_backend *be, float *x, float s, size_t n) {
+    PROF_BEGIN(be);
+    EW_LOOP(n, scale_blk(x + o, s, len));
+    PROF_END(K_SCALE, 0);
+}
 
 static void cpu_sum_squares(pt_backend *be, double *out, const float *g, size_t n) {
+    PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const size_t nb = (n + SS_BLK - 1) / SS_BLK;
     double *part = scratch_get(&im->ss, sizeof(double) * (nb ? nb : 1));
@@ -664,16 +742,19 @@ static void cpu_sum_squares(pt_backend *be, double *out, const float *g, size_t 
     double s = 0;
     for (size_t b = 0; b < nb; b++) s += part[b];
     *out = s;
+    PROF_END(K_SUMSQ, 0);
 }
 
 static void cpu_adamw(pt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int t) {
+    PROF_BEGIN(be);
     const float decay = (float)(1.0 - (double)lr * weight_decay);
     const float w1 = (float)(1.0 - beta1), b2 = beta2, w2 = (float)(1.0 - beta2);
     const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
     const float step_size = (float)(lr / bc1);
     const float bc2_sqrt = (float)sqrt(bc2);
     EW_LOOP(n, adamw_blk(p + o, g + o, m + o, v + o, len, decay, w1, b2, w2, step_size, bc2_sqrt, eps));
+    PROF_END(K_ADAMW, 0);
 }
 
 // ---------------------------------------------------------------- lm_head + cross-entropy
@@ -745,6 +826,7 @@ PT_CLONES static void xent_tile_grad(float *L, int rc, int tv, int v0, const int
 
 static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp,
                              const float *w, const int32_t *targets, int N, int C, int V, float scale) {
+    PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const int nth = omp_get_max_threads();
     const int R = PT_MAX(1, PT_MIN(N, im->xent_rows));
@@ -818,6 +900,7 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
         }
     }
     *loss_sum = total;
+    PROF_END(K_XENT, (dinp ? 6.0 : 2.0) * N * C * (double)V);
 }
 
 // ---------------------------------------------------------------- create
@@ -854,6 +937,7 @@ pt_backend *pt_backend_cpu_create(void) {
     be->name = "cpu";
     const char *gm = getenv("PT_CPU_GEMM");
     im->gemm_openblas = gm && !strcmp(gm, "openblas");
+    im->profile = env_int("PT_CPU_PROFILE", 0, 0, 1);
     im->xent_rows = env_int("PT_CPU_XENT_ROWS", 256, 1, 1 << 20);
     im->xent_tile = env_int("PT_CPU_XENT_TILE", 1024, 16, 1 << 24);
     openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm

@@ -1,0 +1,26 @@
+// Loading a run's per-step loss curve from portatrain run dirs and from other
+// trainers' logs (Hugging Face trainer_state.json, TorchTitan console logs,
+// generic CSV / JSONL). See docs/COMPARE.md.
+#pragma once
+#include <stdbool.h>
+
+typedef struct {
+    long step;
+    double loss;
+    double grad_norm;  // NAN when the log has none
+    double tokens;     // NAN when absent
+    double step_time;  // seconds; NAN when absent
+} pt_runpoint;
+
+typedef struct {
+    char *path;
+    const char *format;  // "portatrain", "hf", "torchtitan", "csv", "jsonl"
+    bool is_run_dir;     // a portatrain OUTPUT dir
+    pt_runpoint *pts;
+    int n;
+    double eval_loss;    // OUTPUT/eval.json "loss"; NAN when absent
+} pt_runlog;
+
+// format: NULL or "auto" to detect. 0 or -1 with an error naming file:line.
+int pt_runlog_load(const char *path, const char *format, pt_runlog *out);
+void pt_runlog_free(pt_runlog *r);
