@@ -66,12 +66,12 @@ typedef struct {
 // PT_CPU_PROFILE=1: wall time per kernel, printed to stderr by destroy().
 enum {
     K_EMB_F, K_EMB_B, K_MM_F, K_MM_B, K_RMS_F, K_RMS_B, K_ROPE_F, K_ROPE_B, K_ATT_F, K_ATT_B, K_SWIGLU_F,
-    K_SWIGLU_B, K_ADD, K_XENT, K_SUMSQ, K_SCALE, K_ADAMW, K_ZERO, K_COPY, K_COUNT
+    K_SWIGLU_B, K_ADD, K_XENT, K_XENT_P1, K_XENT_P2, K_SUMSQ, K_SCALE, K_ADAMW, K_ZERO, K_COPY, K_COUNT
 };
 static const char *const kernel_names[K_COUNT] = {
     "embedding_forward", "embedding_backward", "matmul_forward", "matmul_backward", "rmsnorm_forward",
     "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
-    "swiglu_forward", "swiglu_backward", "add", "lm_head_xent", "sum_squares", "scale", "adamw", "zero",
+    "swiglu_forward", "swiglu_backward", "add", "lm_head_xent", " xent pass 1 (logits)", " xent pass 2 (grads)", "sum_squares", "scale", "adamw", "zero",
     "copy/upload/download"};
 
 typedef struct {
@@ -173,7 +173,7 @@ static void cpu_destroy(pt_backend *be) {
     cpu_impl *im = be->impl;
     if (im->profile) {
         double tot = 0;
-        for (int k = 0; k < K_COUNT; k++) tot += im->prof_s[k];
+        for (int k = 0; k < K_COUNT; k++) tot += k == K_XENT_P1 || k == K_XENT_P2 ? 0 : im->prof_s[k];
         fprintf(stderr, "cpu backend profile (%d threads): %.3f s in kernels\n", omp_get_max_threads(), tot);
         for (int k = 0; k < K_COUNT; k++)
             if (im->prof_calls[k])
@@ -808,19 +808,54 @@ PT_CLONES static void xent_tile_stats(float *L, int rc, int tv, int v0, const in
     }
 }
 
-// exp(l - m_tile) -> (exp(l - lse) * scale) - scale * [v == target]; ignored rows -> 0
-PT_CLONES static void xent_tile_grad(float *L, int rc, int tv, int v0, const int32_t *tg, const float *f, int ntiles,
-                                     int j, float scale) {
+// Xs[r] = f[r][j] * X[r] (f = 0 for ignored rows)
+PT_CLONES static void xent_scale_rows(float *restrict Xs, const float *restrict X, int rc, int C, const float *f,
+                                      int ntiles, int j) {
     for (int r = 0; r < rc; r++) {
-        float *row = L + (size_t)r * tv;
-        const int t = tg[r];
-        if (t < 0) {
-            memset(row, 0, sizeof(float) * tv);
-            continue;
-        }
         const float fr = f[(size_t)r * ntiles + j];
-        for (int i = 0; i < tv; i++) row[i] *= fr;
-        if (t >= v0 && t < v0 + tv) row[t - v0] -= scale;
+        for (int c = 0; c < C; c++) Xs[(size_t)r * C + c] = fr * X[(size_t)r * C + c];
+    }
+}
+
+// P[r] (=|+=) f[r][j] * Q[r]
+PT_CLONES static void xent_acc_rows(float *restrict P, const float *restrict Q, int rc, int C, const float *f,
+                                    int ntiles, int j, int first) {
+    for (int r = 0; r < rc; r++) {
+        const float fr = f[(size_t)r * ntiles + j];
+        float *pr = P + (size_t)r * C;
+        const float *qr = Q + (size_t)r * C;
+        if (first)
+            for (int c = 0; c < C; c++) pr[c] = fr * qr[c];
+        else
+            for (int c = 0; c < C; c++) pr[c] += fr * qr[c];
+    }
+}
+
+// dst[idx[n]][c0..c1) += alpha * src[n][c0..c1) for idx[n] >= 0, rows in order
+PT_CLONES static void scatter_rows_cols(float *dst, const float *src, const int32_t *idx, int N, int C, int c0,
+                                        int c1, float alpha) {
+    for (int n = 0; n < N; n++) {
+        if (idx[n] < 0) continue;
+        float *d = dst + (size_t)idx[n] * C;
+        const float *g = src + (size_t)n * C;
+        for (int c = c0; c < c1; c++) d[c] += alpha * g[c];
+    }
+}
+
+// dX[r] = sum_g P_g[r] (group order) - scale * W[target_r]
+PT_CLONES static void xent_dx_rows(float *dx, const float *part, int rc, int NG, int C, const float *w,
+                                   const int32_t *tg, int r0, int r1, float scale) {
+    for (int r = r0; r < r1; r++) {
+        float *d = dx + (size_t)r * C;
+        for (int c = 0; c < C; c++) d[c] = part[(size_t)r * C + c];
+        for (int g = 1; g < NG; g++) {
+            const float *p = part + ((size_t)g * rc + r) * C;
+            for (int c = 0; c < C; c++) d[c] += p[c];
+        }
+        if (tg[r] >= 0) {
+            const float *wr = w + (size_t)tg[r] * C;
+            for (int c = 0; c < C; c++) d[c] -= scale * wr[c];
+        }
     }
 }
 
@@ -842,13 +877,14 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
     char *st = scratch_get(&im->xstat, st_bytes);
     double *ts = (double *)st, *rloss = ts + (size_t)R * ntiles;
     float *tm = (float *)(rloss + R), *tl = tm + (size_t)R * ntiles;
-    float *part = train ? scratch_get(&im->xpart, sizeof(float) * (size_t)NG * R * C) : NULL;
+    float *part = train ? scratch_get(&im->xpart, sizeof(float) * ((size_t)NG * R * C + (size_t)nth * 2 * R * C)) : NULL;
     double total = 0;
     for (int n0 = 0; n0 < N; n0 += R) {
         const int rc = PT_MIN(R, N - n0);
         const float *X = inp + (size_t)n0 * C;
         const int32_t *tg = targets + n0;
         for (int r = 0; r < rc; r++) tl[r] = 0;
+        double tp = im->profile ? pt_now_s() : 0;
         // pass 1: logits tiles, per-tile max and sum-exp (exp stored when training)
 #pragma omp parallel for schedule(dynamic, 1)
         for (int j = 0; j < ntiles; j++) {
@@ -856,6 +892,12 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
             float *L = train ? lg + (size_t)rc * v0 : lg + (size_t)omp_get_thread_num() * R * TV;
             sgemm1(0, 1, rc, tv, C, X, C, w + (size_t)v0 * C, C, 0.0f, L, tv);
             xent_tile_stats(L, rc, tv, v0, tg, tm, ts, tl, ntiles, j, train);
+        }
+        if (im->profile) {
+            im->prof_s[K_XENT_P1] += pt_now_s() - tp;
+            im->prof_flops[K_XENT_P1] += 2.0 * rc * C * (double)V;
+            im->prof_calls[K_XENT_P1]++;
+            tp = pt_now_s();
         }
         // per row: logsumexp over tiles in tile order, loss, gradient factors
 #pragma omp parallel for schedule(static)
@@ -878,25 +920,41 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
         }
         for (int r = 0; r < rc; r++) total += rloss[r];
         if (!train) continue;
-        // pass 2: gradient tiles -> dW tile (+= G^T X) and the group's partial of dX (G W)
+        // pass 2: G = E * f - scale * onehot(target), tile by tile, without
+        // rewriting E: the per-(row, tile) factor f moves onto the small
+        // operands (dW_j += E_j^T (f X); P_g += f (E_j W_j)) and the one-hot
+        // part is applied once per row below.
 #pragma omp parallel for schedule(dynamic, 1)
         for (int gi = 0; gi < NG; gi++) {
             const int j0 = (int)((long)ntiles * gi / NG), j1 = (int)((long)ntiles * (gi + 1) / NG);
             float *P = part + (size_t)gi * rc * C;
+            float *Xs = part + (size_t)NG * R * C + (size_t)omp_get_thread_num() * 2 * R * C, *Q = Xs + (size_t)R * C;
             for (int j = j0; j < j1; j++) {
                 const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
-                float *L = lg + (size_t)rc * v0;
-                xent_tile_grad(L, rc, tv, v0, tg, tm, ntiles, j, scale);
-                sgemm1(1, 0, tv, C, rc, L, tv, X, C, 1.0f, dw + (size_t)v0 * C, C);
-                sgemm1(0, 0, rc, C, tv, L, tv, w + (size_t)v0 * C, C, j == j0 ? 0.0f : 1.0f, P, C);
+                const float *L = lg + (size_t)rc * v0;
+                xent_scale_rows(Xs, X, rc, C, tm, ntiles, j);
+                sgemm1(1, 0, tv, C, rc, L, tv, Xs, C, 1.0f, dw + (size_t)v0 * C, C);
+                sgemm1(0, 0, rc, C, tv, L, tv, w + (size_t)v0 * C, C, 0.0f, Q, C);
+                xent_acc_rows(P, Q, rc, C, tm, ntiles, j, j == j0);
             }
         }
-        // dX rows = sum of group partials in group order (overwrite)
+        // one-hot part of dW: dW[target_r] -= scale * X_r, rows in order
+        {
+            const int cs = 16, ncs = (C + cs - 1) / cs;
 #pragma omp parallel for schedule(static)
-        for (int r = 0; r < rc; r++) {
-            float *dx = dinp + (size_t)(n0 + r) * C;
-            memcpy(dx, part + (size_t)r * C, sizeof(float) * C);
-            col_reduce(dx, part + (size_t)rc * C + (size_t)r * C, NG - 1, rc * C, 0, C);
+            for (int sl = 0; sl < ncs; sl++) scatter_rows_cols(dw, X, tg, rc, C, sl * cs, PT_MIN(C, (sl + 1) * cs), -scale);
+        }
+        if (im->profile) {
+            im->prof_s[K_XENT_P2] += pt_now_s() - tp;
+            im->prof_flops[K_XENT_P2] += 4.0 * rc * C * (double)V;
+            im->prof_calls[K_XENT_P2]++;
+        }
+        // dX rows = sum of group partials in group order - scale * W[target] (overwrite)
+        {
+            const int rb = 16, nrb = (rc + rb - 1) / rb;
+#pragma omp parallel for schedule(static)
+            for (int b = 0; b < nrb; b++)
+                xent_dx_rows(dinp + (size_t)n0 * C, part, rc, NG, C, w, tg, b * rb, PT_MIN(rc, (b + 1) * rb), scale);
         }
     }
     *loss_sum = total;
@@ -939,7 +997,7 @@ pt_backend *pt_backend_cpu_create(void) {
     im->gemm_openblas = gm && !strcmp(gm, "openblas");
     im->profile = env_int("PT_CPU_PROFILE", 0, 0, 1);
     im->xent_rows = env_int("PT_CPU_XENT_ROWS", 256, 1, 1 << 20);
-    im->xent_tile = env_int("PT_CPU_XENT_TILE", 1024, 16, 1 << 24);
+    im->xent_tile = env_int("PT_CPU_XENT_TILE", 512, 16, 1 << 24);
     openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm
     snprintf(be->device, sizeof be->device, "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, fp32)",
              simd_level(), openblas_get_corename(), omp_get_max_threads());
