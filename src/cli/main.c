@@ -18,6 +18,9 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "turn a text corpus into token shards"},
     {"ckpt", cmd_ckpt, "inspect or verify a training checkpoint"},
     {"export", cmd_export, "export a checkpoint as a Hugging Face model directory"},
+    {"compare", cmd_compare, "compare two runs (or run logs) and give a convergence verdict"},
+    {"accept", cmd_accept, "acceptance suite: baseline vs candidate platform, portability, recovery, cost"},
+    {"report", cmd_report, "render a report.json into report.html and report.md"},
 };
 
 static void usage(FILE *f) {
@@ -39,12 +42,24 @@ int main(int argc, char **argv) {
     return 2;
 }
 
-// Placeholders until the tokenizer commands land (overridden by strong definitions).
+// Placeholders until a command lands (overridden by strong definitions).
 __attribute__((weak)) int cmd_tokenizer(int argc, char **argv) {
     fprintf(stderr, "portatrain: tokenizer command not built\n");
     return 2;
 }
 __attribute__((weak)) int cmd_tokenize(int argc, char **argv) {
     fprintf(stderr, "portatrain: tokenize command not built\n");
+    return 2;
+}
+__attribute__((weak)) int cmd_compare(int argc, char **argv) {
+    fprintf(stderr, "portatrain: compare command not built\n");
+    return 2;
+}
+__attribute__((weak)) int cmd_accept(int argc, char **argv) {
+    fprintf(stderr, "portatrain: accept command not built\n");
+    return 2;
+}
+__attribute__((weak)) int cmd_report(int argc, char **argv) {
+    fprintf(stderr, "portatrain: report command not built\n");
     return 2;
 }
