@@ -1,0 +1,530 @@
+#include "harness/report.h"
+#include "util/common.h"
+#include "util/fileio.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void esc(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+// Markdown cell: escape pipes and HTML-significant chars, flatten newlines.
+static void mesc(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        if (*s == '|') fputs("\\|", f);
+        else if (*s == '\n' || *s == '\r') fputc(' ', f);
+        else if (*s == '<') fputs("&lt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else fputc(*s, f);
+    }
+}
+static const cJSON *get(const cJSON *o, const char *k) {
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+static int num(const cJSON *o, const char *k, double *v) {
+    const cJSON *it = get(o, k);
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) return 0;
+    *v = it->valuedouble;
+    return 1;
+}
+// Formats a field of o as display text (n/a when missing or non-finite).
+static const char *fmt(const cJSON *o, const char *k, char *buf, size_t n) {
+    const cJSON *it = get(o, k);
+    if (cJSON_IsString(it)) return it->valuestring;
+    if (cJSON_IsBool(it)) return cJSON_IsTrue(it) ? "yes" : "no";
+    if (cJSON_IsNumber(it) && isfinite(it->valuedouble)) {
+        double v = it->valuedouble;
+        if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, n, "%.0f", v);
+        else snprintf(buf, n, "%.6g", v);
+        return buf;
+    }
+    return "n/a";
+}
+
+typedef struct { FILE *h, *m; } out_t;
+
+// A two-or-more column table of fields: rows are keys, columns are objects.
+static void kv_table(out_t *o, const char *title, const char **keys, int nk,
+                     const cJSON **cols, const char **names, int nc) {
+    char b[64];
+    fprintf(o->h, "<h2>"); esc(o->h, title); fprintf(o->h, "</h2>\n");
+    fprintf(o->m, "\n## %s\n\n", title);
+    int any = 0;
+    for (int c = 0; c < nc; c++) any |= cJSON_IsObject(cols[c]);
+    if (!any) {
+        fprintf(o->h, "<p class=na>not measured</p>\n");
+        fprintf(o->m, "not measured\n");
+        return;
+    }
+    fprintf(o->h, "<table><tr><th>field</th>");
+    fprintf(o->m, "| field |");
+    for (int c = 0; c < nc; c++) {
+        fprintf(o->h, "<th>"); esc(o->h, names[c]); fprintf(o->h, "</th>");
+        fprintf(o->m, " %s |", names[c]);
+    }
+    fprintf(o->h, "</tr>\n");
+    fprintf(o->m, "\n|---|");
+    for (int c = 0; c < nc; c++) fprintf(o->m, "---|");
+    fprintf(o->m, "\n");
+    for (int k = 0; k < nk; k++) {
+        fprintf(o->h, "<tr><td>"); esc(o->h, keys[k]); fprintf(o->h, "</td>");
+        fprintf(o->m, "| %s |", keys[k]);
+        for (int c = 0; c < nc; c++) {
+            const char *s = fmt(cols[c], keys[k], b, sizeof b);
+            fprintf(o->h, "<td>"); esc(o->h, s); fprintf(o->h, "</td>");
+            fputc(' ', o->m); mesc(o->m, s); fprintf(o->m, " |");
+        }
+        fprintf(o->h, "</tr>\n");
+        fprintf(o->m, "\n");
+    }
+    fprintf(o->h, "</table>\n");
+}
+
+// Array-of-objects table.
+static void arr_table(out_t *o, const char *title, const cJSON *arr, const char **keys, int nk) {
+    char b[64];
+    fprintf(o->h, "<h2>"); esc(o->h, title); fprintf(o->h, "</h2>\n");
+    fprintf(o->m, "\n## %s\n\n", title);
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0) {
+        fprintf(o->h, "<p class=na>not measured</p>\n");
+        fprintf(o->m, "not measured\n");
+        return;
+    }
+    fprintf(o->h, "<table><tr>");
+    fprintf(o->m, "|");
+    for (int k = 0; k < nk; k++) {
+        fprintf(o->h, "<th>%s</th>", keys[k]);
+        fprintf(o->m, " %s |", keys[k]);
+    }
+    fprintf(o->h, "</tr>\n");
+    fprintf(o->m, "\n|");
+    for (int k = 0; k < nk; k++) fprintf(o->m, "---|");
+    fprintf(o->m, "\n");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, arr) {
+        fprintf(o->h, "<tr>");
+        fprintf(o->m, "|");
+        for (int k = 0; k < nk; k++) {
+            const char *s = fmt(r, keys[k], b, sizeof b);
+            fprintf(o->h, "<td>"); esc(o->h, s); fprintf(o->h, "</td>");
+            fputc(' ', o->m); mesc(o->m, s); fprintf(o->m, " |");
+        }
+        fprintf(o->h, "</tr>\n");
+        fprintf(o->m, "\n");
+    }
+    fprintf(o->h, "</table>\n");
+}
+
+// ---- generic SVG helpers ----
+typedef struct {
+    const char *name, *color;
+    double *x, *y;
+    int n;
+} series_t;
+
+#define W 720
+#define H 300
+#define ML 70
+#define MR 20
+#define MT 30
+#define MB 50
+
+static double nice_step(double range, int ticks) {
+    double raw = range / ticks, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * p;
+}
+
+// Line chart; band (lo/hi over series 0's x) optional; hline optional (NAN: none).
+static void svg_lines(FILE *f, const char *title, const char *xl, const char *yl,
+                      series_t *s, int ns, const double *blo, const double *bhi,
+                      double hline, int logy) {
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (int i = 0; i < ns; i++)
+        for (int j = 0; j < s[i].n; j++) {
+            double y = s[i].y[j];
+            if (logy && y <= 0) continue;
+            if (s[i].x[j] < x0) x0 = s[i].x[j];
+            if (s[i].x[j] > x1) x1 = s[i].x[j];
+            if (y < y0) y0 = y;
+            if (y > y1) y1 = y;
+            if (blo && i == 0) { if (blo[j] < y0) y0 = blo[j]; if (bhi[j] > y1) y1 = bhi[j]; }
+        }
+    if (isfinite(hline) && (!logy || hline > 0)) { if (hline < y0) y0 = hline; if (hline > y1) y1 = hline; }
+    fprintf(f, "<figure><svg width='%d' height='%d' viewBox='0 0 %d %d' role='img'>\n", W, H, W, H);
+    fprintf(f, "<text x='%d' y='18' class='t'>", W / 2); esc(f, title); fprintf(f, "</text>\n");
+    if (!(x0 <= x1)) {
+        fprintf(f, "<text x='%d' y='%d' class='t'>not measured</text></svg></figure>\n", W / 2, H / 2);
+        return;
+    }
+    if (logy) { y0 = log10(y0); y1 = log10(y1); y0 = floor(y0); y1 = ceil(y1); }
+    if (x1 == x0) { x0 -= 1; x1 += 1; }
+    if (y1 == y0) { y0 -= logy ? 1 : (fabs(y0) > 0 ? fabs(y0) * 0.1 : 1); y1 += logy ? 1 : (fabs(y1) > 0 ? fabs(y1) * 0.1 : 1); }
+    double pw = W - ML - MR, ph = H - MT - MB;
+#define PX(v) (ML + ((v) - x0) / (x1 - x0) * pw)
+#define PY(v) (MT + ph - (((logy) ? log10(v) : (v)) - y0) / (y1 - y0) * ph)
+    fprintf(f, "<rect x='%d' y='%d' width='%.0f' height='%.0f' class='pa'/>\n", ML, MT, pw, ph);
+    // y ticks
+    if (logy) {
+        for (int e = (int)y0; e <= (int)y1; e++) {
+            double py = MT + ph - (e - y0) / (y1 - y0) * ph;
+            fprintf(f, "<line x1='%d' x2='%.0f' y1='%.1f' y2='%.1f' class='g'/><text x='%d' y='%.1f' class='yt'>1e%d</text>\n", ML, ML + pw, py, py, ML - 6, py + 4, e);
+        }
+    } else {
+        double st = nice_step(y1 - y0, 5);
+        for (double v = ceil(y0 / st) * st; v <= y1 + st * 1e-9; v += st) {
+            double py = MT + ph - (v - y0) / (y1 - y0) * ph;
+            fprintf(f, "<line x1='%d' x2='%.0f' y1='%.1f' y2='%.1f' class='g'/><text x='%d' y='%.1f' class='yt'>%.4g</text>\n", ML, ML + pw, py, py, ML - 6, py + 4, fabs(v) < st * 1e-9 ? 0.0 : v);
+        }
+    }
+    double xs = nice_step(x1 - x0, 8);
+    for (double v = ceil(x0 / xs) * xs; v <= x1 + xs * 1e-9; v += xs) {
+        double px = PX(v);
+        fprintf(f, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%.0f' class='g'/><text x='%.1f' y='%.0f' class='xt'>%.4g</text>\n", px, px, MT, MT + ph, px, MT + ph + 16, v);
+    }
+    fprintf(f, "<text x='%.0f' y='%d' class='xl'>", ML + pw / 2, H - 8); esc(f, xl); fprintf(f, "</text>\n");
+    fprintf(f, "<text transform='translate(16 %.0f) rotate(-90)' class='xl'>", MT + ph / 2); esc(f, yl); fprintf(f, "</text>\n");
+    if (blo && ns > 0 && s[0].n > 0) {
+        fprintf(f, "<polygon class='band' points='");
+        for (int j = 0; j < s[0].n; j++) fprintf(f, "%.1f,%.1f ", PX(s[0].x[j]), PY(bhi[j]));
+        for (int j = s[0].n - 1; j >= 0; j--) fprintf(f, "%.1f,%.1f ", PX(s[0].x[j]), PY(blo[j]));
+        fprintf(f, "'/>\n");
+    }
+    if (isfinite(hline) && (!logy || hline > 0))
+        fprintf(f, "<line x1='%d' x2='%.0f' y1='%.1f' y2='%.1f' class='tol'/>\n", ML, ML + pw, PY(hline), PY(hline));
+    for (int i = 0; i < ns; i++) {
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.8' points='", s[i].color);
+        for (int j = 0; j < s[i].n; j++) {
+            if (logy && s[i].y[j] <= 0) continue;
+            fprintf(f, "%.1f,%.1f ", PX(s[i].x[j]), PY(s[i].y[j]));
+        }
+        fprintf(f, "'/>\n");
+    }
+    // legend
+    int lx = ML + 10, ly = MT + 14;
+    for (int i = 0; i < ns; i++, ly += 16) {
+        fprintf(f, "<rect x='%d' y='%d' width='14' height='4' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 4, s[i].color, lx + 20, ly + 1);
+        esc(f, s[i].name); fprintf(f, "</text>\n");
+    }
+    if (blo) { fprintf(f, "<rect x='%d' y='%d' width='14' height='8' class='band'/><text x='%d' y='%d' class='lg'>tolerance band</text>\n", lx, ly - 6, lx + 20, ly + 1); ly += 16; }
+    if (isfinite(hline)) fprintf(f, "<line x1='%d' x2='%d' y1='%d' y2='%d' class='tol'/><text x='%d' y='%d' class='lg'>tolerance</text>\n", lx, lx + 14, ly - 2, ly - 2, lx + 20, ly + 1);
+    fprintf(f, "</svg></figure>\n");
+#undef PX
+#undef PY
+}
+
+static const char *PAL[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b"};
+
+// Horizontal bar chart: groups of nv values each (labels per group, legend per value index).
+// stacked: values of a group are stacked into one bar.
+static void svg_bars(FILE *f, const char *title, const char *unit, const char **glabels, int ng,
+                     const char **vnames, int nv, const double *v, int stacked) {
+    int bh = stacked ? 22 : 14, gap = 10;
+    int gh = stacked ? bh : bh * nv;
+    int h = MT + 20 + ng * (gh + gap) + 40 + 18 * ((nv + 3) / 4);
+    int ml = 170;
+    fprintf(f, "<figure><svg width='%d' height='%d' viewBox='0 0 %d %d' role='img'>\n", W, h, W, h);
+    fprintf(f, "<text x='%d' y='18' class='t'>", W / 2); esc(f, title); fprintf(f, "</text>\n");
+    double mx = 0;
+    for (int g = 0; g < ng; g++) {
+        double sum = 0;
+        for (int k = 0; k < nv; k++) {
+            double x = v[g * nv + k];
+            if (!isfinite(x) || x < 0) continue;
+            if (stacked) sum += x; else if (x > mx) mx = x;
+        }
+        if (stacked && sum > mx) mx = sum;
+    }
+    if (ng == 0 || !(mx > 0)) {
+        fprintf(f, "<text x='%d' y='%d' class='t'>not measured</text></svg></figure>\n", W / 2, h / 2);
+        return;
+    }
+    double pw = W - ml - MR - 60;
+    double st = nice_step(mx, 5), top = ceil(mx / st) * st;
+    int y = MT + 10, axis_y = MT + 10 + ng * (gh + gap);
+    for (double t = 0; t <= top + st * 1e-9; t += st) {
+        double px = ml + t / top * pw;
+        fprintf(f, "<line x1='%.1f' x2='%.1f' y1='%d' y2='%d' class='g'/><text x='%.1f' y='%d' class='xt'>%.4g</text>\n", px, px, MT + 5, axis_y, px, axis_y + 16, t);
+    }
+    fprintf(f, "<text x='%.0f' y='%d' class='xl'>", ml + pw / 2, axis_y + 34); esc(f, unit); fprintf(f, "</text>\n");
+    for (int g = 0; g < ng; g++, y += gh + gap) {
+        fprintf(f, "<text x='%d' y='%d' class='yt'>", ml - 8, y + gh / 2 + 4); esc(f, glabels[g]); fprintf(f, "</text>\n");
+        double acc = 0;
+        for (int k = 0; k < nv; k++) {
+            double x = v[g * nv + k];
+            if (!isfinite(x) || x < 0) continue;
+            double bx = ml + (stacked ? acc : 0) / top * pw, bw = x / top * pw;
+            int by = stacked ? y : y + k * bh;
+            fprintf(f, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s'><title>", bx, by, bw, bh - 2, PAL[k % 6]);
+            esc(f, vnames[k]); fprintf(f, ": %.4g</title></rect>\n", x);
+            if (!stacked) fprintf(f, "<text x='%.1f' y='%d' class='lg'>%.3g</text>\n", bx + bw + 4, by + bh - 4, x);
+            acc += x;
+        }
+        if (stacked) fprintf(f, "<text x='%.1f' y='%d' class='lg'>%.3g</text>\n", ml + acc / top * pw + 4, y + bh - 6, acc);
+    }
+    int ly = axis_y + 52;
+    for (int k = 0; k < nv; k++) {
+        int lx = ml + (k % 4) * 130;
+        if (k && k % 4 == 0) ly += 18;
+        fprintf(f, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 10, PAL[k % 6], lx + 16, ly);
+        esc(f, vnames[k]); fprintf(f, "</text>\n");
+    }
+    fprintf(f, "</svg></figure>\n");
+}
+
+// ---- curves ----
+#define MAXPTS 2000
+// Extracts (step, key) pairs, downsampled to at most MAXPTS points.
+static int curve(const cJSON *arr, const char *xk, const char *yk, double **x, double **y) {
+    *x = *y = NULL;
+    int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0, m = 0;
+    if (n == 0) return 0;
+    int stride = n > MAXPTS ? (n + MAXPTS - 1) / MAXPTS : 1;
+    *x = malloc(sizeof(double) * (size_t)(n / stride + 2));
+    *y = malloc(sizeof(double) * (size_t)(n / stride + 2));
+    if (!*x || !*y) { free(*x); free(*y); *x = *y = NULL; return 0; }
+    int i = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, arr) {
+        double a, b;
+        if ((i % stride == 0 || i == n - 1) && num(r, xk, &a) && num(r, yk, &b)) { (*x)[m] = a; (*y)[m] = b; m++; }
+        i++;
+    }
+    return m;
+}
+
+static void md_curve(FILE *m, const char *title, series_t *s, int ns) {
+    fprintf(m, "\n### %s (sampled)\n\n", title);
+    int n = 0;
+    for (int i = 0; i < ns; i++) if (s[i].n > n) n = s[i].n;
+    if (n == 0) { fprintf(m, "not measured\n"); return; }
+    fprintf(m, "| series | step | value |\n|---|---|---|\n");
+    for (int i = 0; i < ns; i++) {
+        if (s[i].n == 0) continue;
+        int k = s[i].n < 10 ? s[i].n : 10;
+        for (int j = 0; j < k; j++) {
+            int idx = k == 1 ? 0 : (int)((long)j * (s[i].n - 1) / (k - 1));
+            fprintf(m, "| "); mesc(m, s[i].name);
+            fprintf(m, " | %.0f | %.6g |\n", s[i].x[idx], s[i].y[idx]);
+        }
+    }
+}
+
+static void render(out_t *o, const cJSON *r) {
+    FILE *h = o->h, *m = o->m;
+    char b[64];
+    const cJSON *t = get(r, "title");
+    const char *title = cJSON_IsString(t) ? t->valuestring : "portatrain acceptance report";
+    const cJSON *v = get(r, "verdict");
+    const char *verdict = cJSON_IsString(v) ? v->valuestring : "not measured";
+    int acc = strcmp(verdict, "ACCEPTED") == 0, rej = strcmp(verdict, "REJECTED") == 0;
+    fprintf(h, "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>"); esc(h, title);
+    fprintf(h, "</title>\n<style>\n"
+               "body{font-family:sans-serif;margin:24px auto;max-width:980px;color:#222;background:#fff}\n"
+               "h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}\n"
+               ".banner{padding:14px 18px;border-radius:6px;color:#fff;font-size:20px;font-weight:bold}\n"
+               ".ok{background:#1e8e3e}.bad{background:#c5221f}.unk{background:#777}\n"
+               ".banner ul{font-size:14px;font-weight:normal;margin:8px 0 0}\n"
+               "table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n"
+               "th{background:#f1f3f4}.na{color:#888;font-style:italic}figure{margin:10px 0}\n"
+               "svg text{font-family:sans-serif;fill:#222}.t{font-size:14px;font-weight:bold;text-anchor:middle}\n"
+               ".xt{font-size:11px;text-anchor:middle}.yt{font-size:11px;text-anchor:end}.xl{font-size:12px;text-anchor:middle}\n"
+               ".lg{font-size:11px}.g{stroke:#e6e6e6}.pa{fill:none;stroke:#999}.band{fill:#1f77b4;fill-opacity:.18;stroke:none}\n"
+               ".tol{stroke:#d62728;stroke-dasharray:5 3;stroke-width:1.3}\n"
+               "</style></head><body>\n<h1>");
+    esc(h, title); fprintf(h, "</h1>\n");
+    fprintf(m, "# "); mesc(m, title); fprintf(m, "\n\n");
+    const char *cu = fmt(r, "created_utc", b, sizeof b);
+    fprintf(h, "<p>created: "); esc(h, cu); fprintf(h, "</p>\n");
+    fprintf(m, "created: "); mesc(m, cu); fprintf(m, "\n\n");
+    fprintf(h, "<div class='banner %s'>", acc ? "ok" : rej ? "bad" : "unk"); esc(h, verdict);
+    fprintf(m, "**Verdict: "); mesc(m, verdict); fprintf(m, "**\n\n");
+    const cJSON *rs = get(r, "reasons"), *it;
+    if (cJSON_IsArray(rs) && cJSON_GetArraySize(rs) > 0) {
+        fprintf(h, "<ul>");
+        cJSON_ArrayForEach(it, rs) if (cJSON_IsString(it)) {
+            fprintf(h, "<li>"); esc(h, it->valuestring); fprintf(h, "</li>");
+            fprintf(m, "- "); mesc(m, it->valuestring); fprintf(m, "\n");
+        }
+        fprintf(h, "</ul>");
+    }
+    fprintf(h, "</div>\n");
+
+    const char *idk[] = {"spec", "run_dir", "backend", "device", "precision", "layout", "steps"};
+    const cJSON *cols[] = {get(r, "baseline"), get(r, "candidate")};
+    const char *names[] = {"baseline", "candidate"};
+    kv_table(o, "Run identity", idk, 7, cols, names, 2);
+    const char *fk[] = {"config_sha256", "initial_weights_sha256", "tokenizer_sha256", "dataset_sha256", "seed"};
+    const cJSON *fc[] = {get(r, "frozen_inputs")};
+    const char *fn[] = {"value"};
+    kv_table(o, "Frozen inputs", fk, 5, fc, fn, 1);
+
+    // convergence
+    const cJSON *cv = get(r, "convergence");
+    const char *ck[] = {"profile", "verdict", "tolerance_rel"};
+    const cJSON *cc[] = {cv};
+    kv_table(o, "Convergence", ck, 3, cc, fn, 1);
+    const cJSON *rr = get(cv, "reasons");
+    if (cJSON_IsArray(rr)) cJSON_ArrayForEach(it, rr) if (cJSON_IsString(it)) {
+        fprintf(h, "<p>"); esc(h, it->valuestring); fprintf(h, "</p>\n");
+        fprintf(m, "\n- "); mesc(m, it->valuestring); fprintf(m, "\n");
+    }
+    const char *s0k[] = {"loss_a", "loss_b", "rel_diff", "grad_norm_a", "grad_norm_b", "grad_norm_rel_diff"};
+    const cJSON *s0[] = {get(cv, "step0")};
+    kv_table(o, "Step 0", s0k, 6, s0, fn, 1);
+    const char *pk[] = {"n", "max_rel_diff", "median_rel_diff", "first_exceed_step"};
+    const cJSON *ps[] = {get(cv, "per_step")};
+    kv_table(o, "Per-step relative difference", pk, 4, ps, fn, 1);
+    const char *fwk[] = {"steps", "mean_a", "mean_b", "rel_diff", "tolerance"};
+    const cJSON *fw[] = {get(cv, "final_window")};
+    kv_table(o, "Final window", fwk, 5, fw, fn, 1);
+    const char *ek[] = {"loss_a", "loss_b", "rel_diff"};
+    const cJSON *ev[] = {get(cv, "eval")};
+    kv_table(o, "Eval", ek, 3, ev, fn, 1);
+
+    // charts
+    fprintf(h, "<h2>Curves</h2>\n");
+    fprintf(m, "\n## Curves\n");
+    const cJSON *cur = get(r, "curves");
+    series_t ls[2] = {{"baseline", PAL[0], 0, 0, 0}, {"candidate", PAL[1], 0, 0, 0}};
+    ls[0].n = curve(get(cur, "baseline"), "step", "loss", &ls[0].x, &ls[0].y);
+    ls[1].n = curve(get(cur, "candidate"), "step", "loss", &ls[1].x, &ls[1].y);
+    double tol;
+    double *lo = NULL, *hi = NULL;
+    if (num(cv, "tolerance_rel", &tol) && ls[0].n > 0) {
+        lo = malloc(sizeof(double) * (size_t)ls[0].n);
+        hi = malloc(sizeof(double) * (size_t)ls[0].n);
+        if (lo && hi)
+            for (int j = 0; j < ls[0].n; j++) { lo[j] = ls[0].y[j] * (1 - tol); hi[j] = ls[0].y[j] * (1 + tol); }
+        else { free(lo); free(hi); lo = hi = NULL; }
+    } else tol = NAN;
+    svg_lines(h, "Training loss: baseline vs candidate", "step", "loss", ls, 2, lo, hi, NAN, 0);
+    md_curve(m, "Loss", ls, 2);
+    free(lo); free(hi);
+
+    series_t ds = {"relative diff", PAL[2], 0, 0, 0};
+    ds.n = curve(get(get(cv, "per_step"), "rel_diff"), "step", "rel", &ds.x, &ds.y);
+    double ymn = INFINITY, ymx = 0;
+    for (int j = 0; j < ds.n; j++) if (ds.y[j] > 0) { if (ds.y[j] < ymn) ymn = ds.y[j]; if (ds.y[j] > ymx) ymx = ds.y[j]; }
+    int logy = ymx > 0 && ymx / ymn >= 100;
+    svg_lines(h, logy ? "Per-step relative loss difference (log scale; zeros omitted)" : "Per-step relative loss difference",
+              "step", "|loss_b - loss_a| / |loss_a|", &ds, 1, NULL, NULL, tol, logy);
+    md_curve(m, "Per-step relative difference", &ds, 1);
+
+    series_t ts[2] = {{"baseline", PAL[0], 0, 0, 0}, {"candidate", PAL[1], 0, 0, 0}};
+    ts[0].n = curve(get(cur, "baseline"), "step", "tokens_per_s", &ts[0].x, &ts[0].y);
+    ts[1].n = curve(get(cur, "candidate"), "step", "tokens_per_s", &ts[1].x, &ts[1].y);
+    svg_lines(h, "Throughput per step", "step", "tokens/s", ts, 2, NULL, NULL, NAN, 0);
+    md_curve(m, "Throughput (tokens/s)", ts, 2);
+    for (int i = 0; i < 2; i++) { free(ls[i].x); free(ls[i].y); free(ts[i].x); free(ts[i].y); }
+    free(ds.x); free(ds.y);
+
+    const cJSON *tp = get(r, "throughput");
+    const char *tk[] = {"median_tokens_per_s", "median_step_time_s"};
+    const cJSON *tc[] = {get(tp, "baseline"), get(tp, "candidate")};
+    kv_table(o, "Throughput", tk, 2, tc, names, 2);
+
+    // phases: groups = runs, values = phases (stacked)
+    const char *phn[] = {"start-up", "training", "checkpoint", "recovery", "eval"};
+    const char *runs[] = {"baseline", "candidate"};
+    double pv[10];
+    for (int i = 0; i < 10; i++) pv[i] = NAN;
+    const cJSON *ph = get(r, "phases");
+    if (cJSON_IsArray(ph)) cJSON_ArrayForEach(it, ph) {
+        const cJSON *rn = get(it, "run"), *pn = get(it, "phase");
+        double sec;
+        if (!cJSON_IsString(rn) || !cJSON_IsString(pn) || !num(it, "seconds", &sec)) continue;
+        for (int a = 0; a < 2; a++) for (int c = 0; c < 5; c++)
+            if (!strcmp(rn->valuestring, runs[a]) && !strcmp(pn->valuestring, phn[c]))
+                pv[a * 5 + c] = isfinite(pv[a * 5 + c]) ? pv[a * 5 + c] + sec : sec;
+    }
+    svg_bars(h, "Wall time per phase", "seconds", runs, 2, phn, 5, pv, 1);
+    const char *phk[] = {"run", "phase", "seconds"};
+    arr_table(o, "Phases", ph, phk, 3);
+
+    // portability
+    const cJSON *po = get(r, "portability");
+    int np = cJSON_IsArray(po) ? cJSON_GetArraySize(po) : 0;
+    if (np > 64) np = 64;
+    const char *pl[64];
+    char lbl[64][96];
+    double sv[128];
+    const char *svn[] = {"save", "restore"};
+    for (int i = 0; i < np; i++) {
+        const cJSON *e = cJSON_GetArrayItem(po, i);
+        char b1[64], b2[64];
+        snprintf(lbl[i], sizeof lbl[i], "%.40s -> %.40s", fmt(e, "writer", b1, 64), fmt(e, "reader", b2, 64));
+        pl[i] = lbl[i];
+        if (!num(e, "save_time_s", &sv[2 * i])) sv[2 * i] = NAN;
+        if (!num(e, "restore_time_s", &sv[2 * i + 1])) sv[2 * i + 1] = NAN;
+    }
+    fprintf(h, "<h2>Checkpoint portability</h2>\n");
+    svg_bars(h, "Checkpoint save / restore time", "seconds", pl, np, svn, 2, sv, 0);
+    const char *pok[] = {"writer", "reader", "checkpoint_step", "ok", "max_rel_diff", "tolerance", "save_time_s", "restore_time_s", "bytes", "detail"};
+    arr_table(o, "Portability", po, pok, 10);
+
+    // recovery
+    const cJSON *rc = get(r, "recovery");
+    const char *rsn[] = {"detect", "teardown", "restart", "restore", "replay"};
+    const char *rkk[] = {"detect_s", "teardown_s", "restart_s", "restore_s", "replay_s"};
+    double rv[5];
+    for (int i = 0; i < 5; i++) if (!num(rc, rkk[i], &rv[i])) rv[i] = NAN;
+    const char *rg[] = {"recovery"};
+    fprintf(h, "<h2>Recovery</h2>\n");
+    svg_bars(h, "Recovery timeline", "seconds", rg, cJSON_IsObject(rc) ? 1 : 0, rsn, 5, rv, 1);
+    const char *rk[] = {"platform", "fault", "fault_step", "detect_s", "teardown_s", "restart_s", "restore_s", "replay_s", "total_s", "restored_step", "steps_recomputed", "goodput", "final_compare", "ok"};
+    const cJSON *rcc[] = {rc};
+    kv_table(o, "Recovery metrics", rk, 14, rcc, fn, 1);
+
+    // cost
+    const cJSON *co = get(r, "cost");
+    const char *cok[] = {"item", "device", "phase", "hours", "price_per_hour", "source", "date", "cost"};
+    arr_table(o, "Cost", get(co, "rows"), cok, 8);
+    const char *ctk[] = {"price_table", "currency", "total_cost", "accepted_outcomes", "cost_per_accepted_outcome", "tokens", "tokens_per_dollar"};
+    fprintf(h, "<h2>Cost totals</h2>\n");
+    fprintf(m, "\n## Cost totals\n\n");
+    if (!cJSON_IsObject(co)) {
+        fprintf(h, "<p class=na>not measured</p>\n");
+        fprintf(m, "not measured\n");
+    } else {
+        fprintf(h, "<table>");
+        fprintf(m, "| field | value |\n|---|---|\n");
+        for (int k = 0; k < 7; k++) {
+            const char *s = fmt(co, ctk[k], b, sizeof b);
+            if (k == 4 && cJSON_IsNull(get(co, ctk[k]))) s = "no accepted outcome";
+            fprintf(h, "<tr><td>%s</td><td>", ctk[k]); esc(h, s); fprintf(h, "</td></tr>\n");
+            fprintf(m, "| %s | ", ctk[k]); mesc(m, s); fprintf(m, " |\n");
+        }
+        fprintf(h, "</table>\n");
+    }
+    fprintf(h, "</body></html>\n");
+}
+
+int pt_report_render(const cJSON *report, const char *out_dir) {
+    if (pt_mkdir_p(out_dir) != 0) return -1;
+    char *hp = pt_path_join(out_dir, "report.html"), *mp = pt_path_join(out_dir, "report.md");
+    int rc = -1;
+    out_t o = {NULL, NULL};
+    if (!hp || !mp) { pt_set_error("report: out of memory"); goto done; }
+    o.h = fopen(hp, "w");
+    if (!o.h) { pt_set_error("%s: cannot open for writing", hp); goto done; }
+    o.m = fopen(mp, "w");
+    if (!o.m) { pt_set_error("%s: cannot open for writing", mp); goto done; }
+    render(&o, report);
+    rc = 0;
+done:
+    if (o.h && fclose(o.h) != 0 && rc == 0) { pt_set_error("%s: write failed", hp); rc = -1; }
+    if (o.m && fclose(o.m) != 0 && rc == 0) { pt_set_error("%s: write failed", mp); rc = -1; }
+    free(hp); free(mp);
+    return rc;
+}

@@ -1,0 +1,6 @@
+// Acceptance report renderer: report.json -> report.html (self-contained,
+// inline CSS + SVG) and report.md. Every section is optional.
+#pragma once
+#include <cjson/cJSON.h>
+// Returns 0, or -1 with pt_set_error.
+int pt_report_render(const cJSON *report, const char *out_dir);

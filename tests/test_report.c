@@ -1,0 +1,73 @@
+// Renders the report fixtures and checks the HTML/Markdown facts.
+#include "harness/report.h"
+#include "testutil.h"
+#include "util/common.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+#include <string.h>
+
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+static void render(const char *fixture, char **html, char **md) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/fixtures/report/%s", fixture);
+    char *path = test_source_path(rel);
+    cJSON *r = pt_json_parse_file(path);
+    CHECK(r != NULL, "%s: %s", path, pt_last_error());
+    char *dir = test_tmpdir("report");
+    CHECK(pt_report_render(r, dir) == 0, "%s", pt_last_error());
+    char *hp = pt_path_join(dir, "report.html"), *mp = pt_path_join(dir, "report.md");
+    size_t n;
+    *html = pt_read_file(hp, &n);
+    *md = pt_read_file(mp, &n);
+    CHECK(*html && *md, "outputs missing");
+    free(hp); free(mp); free(dir); free(path);
+    cJSON_Delete(r);
+}
+
+int main(void) {
+    char *h, *m;
+    render("accepted.json", &h, &m);
+    if (h && m) {
+        CHECK(strstr(h, "class='banner ok'"), "green banner");
+        CHECK(strstr(h, "all convergence, portability and recovery checks passed"), "reason");
+        CHECK(count(h, "<svg") == 6, "6 charts, got %d", count(h, "<svg"));
+        CHECK(count(h, "<polyline") >= 5, "curves drawn");
+        CHECK(strstr(h, "class='band'"), "tolerance band");
+        CHECK(!strstr(h, "http"), "no external references");
+        CHECK(!strstr(h, "<script"), "no script");
+        CHECK(strstr(m, "| field | baseline | candidate |"), "identity table in md");
+        CHECK(strstr(m, "## Portability") && strstr(m, "| cpu-ref:fp32 | cpu:fp32 | 50 | yes |"), "portability md");
+        CHECK(strstr(m, "| cost_per_accepted_outcome | 0.0049 |"), "cost md");
+        CHECK(strstr(m, "### Loss (sampled)"), "loss sample table");
+    }
+    free(h); free(m);
+    render("rejected.json", &h, &m);
+    if (h && m) {
+        CHECK(strstr(h, "class='banner bad'"), "red banner");
+        CHECK(strstr(h, "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more"), "escaped reason");
+        CHECK(strstr(h, "checkpoint cpu:fp32 -&gt; cpu-ref:fp32 restore mismatch"), "second reason");
+        CHECK(!strstr(h, "<script"), "script escaped");
+        CHECK(strstr(h, "no accepted outcome") && strstr(m, "no accepted outcome"), "null cost per outcome");
+        CHECK(!strstr(h, "http"), "no external references");
+    }
+    free(h); free(m);
+    render("partial.json", &h, &m);
+    if (h && m) {
+        CHECK(strstr(h, "no data") && strstr(h, "not measured"), "partial");
+        CHECK(count(h, "<svg") == 6, "charts present as placeholders");
+    }
+    free(h); free(m);
+    render("empty.json", &h, &m);
+    if (h && m) {
+        CHECK(strstr(h, "banner unk") && strstr(h, "not measured"), "empty report");
+        CHECK(strstr(m, "not measured"), "empty md");
+    }
+    free(h); free(m);
+    return test_summary("test_report");
+}
