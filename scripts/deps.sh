@@ -11,6 +11,8 @@ PKGS=(
   libutf8proc-dev                    # Unicode NFC normalisation for the tokenizer
   libopenblas-dev                    # BLAS for the fast CPU backend
   clang libclang-rt-14-dev libomp-dev  # libFuzzer + sanitizer runtimes, OpenMP for clang
+  chromium                           # headless render check of report.html (tests/test_report_chromium.sh)
+  python3                            # PNG decode in the same test (zlib, no extra modules)
 )
 missing=()
 for p in "${PKGS[@]}"; do

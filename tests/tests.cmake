@@ -17,11 +17,16 @@ foreach(src ${c_tests})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)
 endforeach()
 
+set(PT_NO_SANITIZER_TESTS test_report_chromium)
 file(GLOB sh_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.sh)
 foreach(src ${sh_tests})
   get_filename_component(name ${src} NAME_WE)
   add_test(NAME ${name} COMMAND bash ${src})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)
+  # Tests that drive external programs (headless Chromium) skip the ASan run.
+  if(name IN_LIST PT_NO_SANITIZER_TESTS)
+    set_tests_properties(${name} PROPERTIES LABELS no-sanitizer)
+  endif()
 endforeach()
 
 # The double-precision gradient check: the model and reference kernels compiled
