@@ -170,6 +170,7 @@ static void svg_lines(FILE *f, const char *title, const char *xl, const char *yl
     if (logy) { y0 = log10(y0); y1 = log10(y1); y0 = floor(y0); y1 = ceil(y1); }
     if (x1 == x0) { x0 -= 1; x1 += 1; }
     if (y1 == y0) { y0 -= logy ? 1 : (fabs(y0) > 0 ? fabs(y0) * 0.1 : 1); y1 += logy ? 1 : (fabs(y1) > 0 ? fabs(y1) * 0.1 : 1); }
+    if (!logy) y1 += (y1 - y0) * 0.25; // headroom for the legend
     double pw = W - ML - MR, ph = H - MT - MB;
 #define PX(v) (ML + ((v) - x0) / (x1 - x0) * pw)
 #define PY(v) (MT + ph - (((logy) ? log10(v) : (v)) - y0) / (y1 - y0) * ph)
@@ -211,7 +212,7 @@ static void svg_lines(FILE *f, const char *title, const char *xl, const char *yl
         fprintf(f, "'/>\n");
     }
     // legend
-    int lx = ML + 10, ly = MT + 14;
+    int lx = W - MR - 130, ly = MT + 14;
     for (int i = 0; i < ns; i++, ly += 16) {
         fprintf(f, "<rect x='%d' y='%d' width='14' height='4' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 4, s[i].color, lx + 20, ly + 1);
         esc(f, s[i].name); fprintf(f, "</text>\n");
@@ -416,7 +417,8 @@ static void render(out_t *o, const cJSON *r) {
     ds.n = curve(get(get(cv, "per_step"), "rel_diff"), "step", "rel", &ds.x, &ds.y);
     double ymn = INFINITY, ymx = 0;
     for (int j = 0; j < ds.n; j++) if (ds.y[j] > 0) { if (ds.y[j] < ymn) ymn = ds.y[j]; if (ds.y[j] > ymx) ymx = ds.y[j]; }
-    int logy = ymx > 0 && ymx / ymn >= 100;
+    if (isfinite(tol) && tol > ymx) ymx = tol;
+    int logy = ymx > 0 && isfinite(ymn) && ymx / ymn >= 100;
     svg_lines(h, logy ? "Per-step relative loss difference (log scale; zeros omitted)" : "Per-step relative loss difference",
               "step", "|loss_b - loss_a| / |loss_a|", &ds, 1, NULL, NULL, tol, logy);
     md_curve(m, "Per-step relative difference", &ds, 1);
