@@ -134,8 +134,8 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
     tolerances t;
     if (profile_tol(prof, o->tolerances_path, &t)) return 2;
     pt_runlog A = {0}, B = {0};
-    if (pt_runlog_load(run_a, o->format_a, &A)) return 2;
-    if (pt_runlog_load(run_b, o->format_b, &B)) { pt_runlog_free(&A); return 2; }
+    if (pt_runlog_load(run_a, o->format_a, &A)) { pt_runlog_free(&A); return 2; }  // frees a partial load
+    if (pt_runlog_load(run_b, o->format_b, &B)) { pt_runlog_free(&A); pt_runlog_free(&B); return 2; }
     int exact = !strcmp(prof, "exact");
     cJSON *res = cJSON_CreateObject(), *reasons = cJSON_CreateArray();
     cJSON *pj = cJSON_CreateObject();
