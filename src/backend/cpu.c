@@ -348,9 +348,14 @@ PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, co
     }
 }
 
+// Test-only wrong-kernel switch (PT_FAULT_KERNEL=rmsnorm_eps, docs/COMPARE.md): a wrong epsilon makes the
+// candidate subtly wrong but still training, so `portatrain compare` must reject it.
+static float fault_rms_eps_scale = 0.0f;  // 0 = off; else eps is multiplied by it
+
 static void cpu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N,
                                 int C, float eps) {
     PROF_BEGIN(be);
+    if (fault_rms_eps_scale > 0.0f) eps *= fault_rms_eps_scale;  // rstd is saved, so backward stays consistent with it
     const int rb = PT_MAX(1, 8192 / PT_MAX(C, 1)), nb = (N + rb - 1) / rb;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < nb; b++) rms_fwd_rows(out, rstd, inp, w, b * rb, PT_MIN(N, (b + 1) * rb), C, eps);
@@ -999,6 +1004,13 @@ pt_backend *pt_backend_cpu_create(void) {
     im->xent_rows = env_int("PT_CPU_XENT_ROWS", 256, 1, 1 << 20);
     im->xent_tile = env_int("PT_CPU_XENT_TILE", 512, 16, 1 << 24);
     openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm
+    const char *fault = getenv("PT_FAULT_KERNEL");
+    if (fault && strcmp(fault, "rmsnorm_eps") == 0) {
+        fault_rms_eps_scale = 10.0f;  // 1e-6 -> 1e-5: ~1% on rstd at init activations
+        fprintf(stderr, "warning: PT_FAULT_KERNEL=rmsnorm_eps: cpu backend uses a WRONG rmsnorm eps (test only)\n");
+    } else if (fault && *fault) {
+        fprintf(stderr, "warning: PT_FAULT_KERNEL=%s is unknown to the cpu backend; ignored\n", fault);
+    }
     snprintf(be->device, sizeof be->device, "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, fp32)",
              simd_level(), openblas_get_corename(), omp_get_max_threads());
     be->alloc = cpu_alloc;

@@ -1,0 +1,67 @@
+// portatrain compare RUN_A RUN_B: convergence verdict (library: src/harness/compare.c).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "harness/compare.h"
+#include "util/common.h"
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: portatrain compare RUN_A RUN_B [--profile exact|fp32|bf16|custom] [--tolerances FILE]\n"
+            "                          [--json OUT] [--format-a F] [--format-b F]\n"
+            "RUN_A is the baseline, RUN_B the candidate: portatrain run dirs or imported logs (hf, torchtitan,\n"
+            "csv, jsonl). Exit 0 ACCEPTED, 1 REJECTED, 2 REFUSED / cannot compare.\n");
+}
+
+int cmd_compare(int argc, char **argv) {
+    pt_compare_opts o = {0};
+    const char *json_out = NULL, *pos[2] = {0};
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        else if (!strcmp(a, "--profile") && has) o.profile = argv[++i];
+        else if (!strcmp(a, "--tolerances") && has) { o.tolerances_path = argv[++i]; if (!o.profile) o.profile = "custom"; }
+        else if (!strcmp(a, "--json") && has) json_out = argv[++i];
+        else if (!strcmp(a, "--format-a") && has) o.format_a = argv[++i];
+        else if (!strcmp(a, "--format-b") && has) o.format_b = argv[++i];
+        else if (a[0] == '-' && a[1] == '-') { fprintf(stderr, "compare: unknown or incomplete option %s\n", a); usage(); return 2; }
+        else if (np < 2) pos[np++] = a;
+        else { fprintf(stderr, "compare: too many arguments (%s)\n", a); return 2; }
+    }
+    if (np != 2) { usage(); return 2; }
+    cJSON *res = NULL;
+    int rc = pt_compare_runs(pos[0], pos[1], &o, &res);
+    if (!res) { fprintf(stderr, "compare: %s\n", pt_last_error()); return 2; }
+    cJSON *fi = cJSON_GetObjectItem(res, "frozen_inputs"), *it;
+    printf("baseline:  %s\ncandidate: %s\nprofile:   %s\n", pos[0], pos[1],
+           cJSON_GetObjectItem(cJSON_GetObjectItem(res, "profile"), "name")->valuestring);
+    if (!cJSON_IsTrue(cJSON_GetObjectItem(fi, "verified")))
+        printf("frozen inputs: unverified (imported log: no train_args.json); curves only\n");
+    else printf("frozen inputs: %s\n", cJSON_IsTrue(cJSON_GetObjectItem(fi, "match")) ? "match" : "DIFFER");
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(fi, "allowed_differences"))
+        printf("  allowed difference: %s: %s vs %s\n", cJSON_GetObjectItem(it, "field")->valuestring,
+               cJSON_GetObjectItem(it, "a")->valuestring, cJSON_GetObjectItem(it, "b")->valuestring);
+    cJSON *ps = cJSON_GetObjectItem(res, "per_step");
+    if (cJSON_GetObjectItem(ps, "n"))
+        printf("steps compared: %d (missing %d), per-step loss rel diff max %.3g median %.3g\n",
+               cJSON_GetObjectItem(ps, "n")->valueint, cJSON_GetObjectItem(ps, "missing")->valueint,
+               cJSON_GetObjectItem(ps, "max_rel_diff")->valuedouble, cJSON_GetObjectItem(ps, "median_rel_diff")->valuedouble);
+    if (json_out) {
+        char *s = cJSON_Print(res);
+        FILE *f = fopen(json_out, "wb");
+        if (!f || fputs(s, f) < 0) { fprintf(stderr, "compare: cannot write %s\n", json_out); if (f) fclose(f); free(s); cJSON_Delete(res); return 2; }
+        fputc('\n', f);
+        fclose(f);
+        free(s);
+    }
+    printf("verdict: %s", cJSON_GetObjectItem(res, "verdict")->valuestring);
+    int k = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(res, "reasons")) printf("%s%s", k++ ? "; " : " (", it->valuestring);
+    printf("%s\n", k ? ")" : "");
+    cJSON_Delete(res);
+    return rc;
+}

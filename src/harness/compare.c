@@ -1,0 +1,247 @@
+#include "harness/compare.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/runlog.h"
+#include "util/common.h"
+
+typedef struct {
+    double step0_loss, step0_grad_norm;  // relative, first common step
+    double per_step_loss;                // relative, every common step
+    int window;                          // final-window length in steps
+    double final_window_loss;            // relative, mean loss of the last `window` common steps
+    double eval_loss;                    // relative
+} tolerances;
+
+// PROVISIONAL fp32/bf16 numbers (not yet calibrated on 100-step runs, see docs/COMPARE.md).
+static int profile_tol(const char *p, const char *path, tolerances *t) {
+    if (!strcmp(p, "exact")) { *t = (tolerances){0, 0, 0, 10, 0, 0}; return 0; }
+    if (!strcmp(p, "fp32")) { *t = (tolerances){1e-4, 1e-3, 1e-3, 10, 5e-4, 1e-3}; return 0; }
+    if (!strcmp(p, "bf16")) { *t = (tolerances){1e-2, 5e-2, 3e-2, 10, 1e-2, 2e-2}; return 0; }
+    if (strcmp(p, "custom")) { pt_set_error("compare: unknown profile \"%s\" (exact, fp32, bf16, custom)", p); return -1; }
+    if (!path) { pt_set_error("compare: --profile custom needs --tolerances FILE"); return -1; }
+    FILE *f = fopen(path, "rb");
+    if (!f) { pt_set_error("%s: cannot open tolerances file", path); return -1; }
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    if (!cJSON_IsObject(j)) { cJSON_Delete(j); pt_set_error("%s: not a JSON object", path); return -1; }
+    profile_tol("fp32", NULL, t);  // keys not given keep the fp32 values
+    const struct { const char *k; double *v; } keys[] = {
+        {"step0_loss", &t->step0_loss}, {"step0_grad_norm", &t->step0_grad_norm},
+        {"per_step_loss", &t->per_step_loss}, {"final_window_loss", &t->final_window_loss},
+        {"eval_loss", &t->eval_loss}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        cJSON *v = cJSON_GetObjectItem(j, keys[i].k);
+        if (v && !cJSON_IsNumber(v)) { cJSON_Delete(j); pt_set_error("%s: \"%s\" is not a number", path, keys[i].k); return -1; }
+        if (v) *keys[i].v = v->valuedouble;
+    }
+    cJSON *w = cJSON_GetObjectItem(j, "window");
+    if (cJSON_IsNumber(w) && w->valuedouble >= 1) t->window = (int)w->valuedouble;
+    cJSON_Delete(j);
+    return 0;
+}
+
+static double rel(double a, double b) {
+    if (a == b) return 0.0;  // also exact-profile bitwise check
+    return fabs(a - b) / fmax(fabs(a), 1e-30);
+}
+
+static int cmp_d(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static cJSON *load_args(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/train_args.json", dir);
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t r = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    b[r] = 0;
+    cJSON *j = cJSON_Parse(b);
+    free(b);
+    return j;
+}
+
+// Keys of train_args.json that do not change the math (allowed to differ).
+static int allowed_key(const char *k) {
+    static const char *ok[] = {"output_dir", "backend", "logging_steps", "save_steps", "save_total_limit", "omp_threads", "model", "data"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) if (!strcmp(k, ok[i])) return 1;
+    return 0;
+}
+
+static void add_reason(cJSON *reasons, const char *fmt, ...) PT_PRINTF(2, 3);
+static void add_reason(cJSON *reasons, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cJSON_AddItemToArray(reasons, cJSON_CreateString(buf));
+}
+
+// Frozen inputs from train_args.json (manifest.json is not written yet): every math-changing difference.
+static cJSON *frozen_inputs(const pt_runlog *A, const pt_runlog *B, int *refuse) {
+    cJSON *fi = cJSON_CreateObject(), *diff = cJSON_CreateArray(), *allowed = cJSON_CreateArray();
+    cJSON *ja = A->is_run_dir ? load_args(A->path) : NULL, *jb = B->is_run_dir ? load_args(B->path) : NULL;
+    *refuse = 0;
+    if (!ja || !jb) {
+        cJSON_AddBoolToObject(fi, "verified", 0);
+        cJSON_AddStringToObject(fi, "note", "frozen inputs unverified: at least one side is an imported log without train_args.json");
+    } else {
+        cJSON_AddBoolToObject(fi, "verified", 1);
+        cJSON *it;
+        cJSON_ArrayForEach(it, ja) {
+            cJSON *o = cJSON_GetObjectItem(jb, it->string);
+            char *sa = cJSON_PrintUnformatted(it), *sb = o ? cJSON_PrintUnformatted(o) : NULL;
+            if (!sb || strcmp(sa, sb)) {
+                cJSON *d = cJSON_CreateObject();
+                cJSON_AddStringToObject(d, "field", it->string);
+                cJSON_AddStringToObject(d, "a", sa);
+                cJSON_AddStringToObject(d, "b", sb ? sb : "(missing)");
+                if (allowed_key(it->string)) cJSON_AddItemToArray(allowed, d);
+                else { cJSON_AddItemToArray(diff, d); *refuse = 1; }
+            }
+            free(sa);
+            free(sb);
+        }
+    }
+    cJSON_AddBoolToObject(fi, "match", !*refuse);
+    cJSON_AddItemToObject(fi, "differences", diff);
+    cJSON_AddItemToObject(fi, "allowed_differences", allowed);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    return fi;
+}
+
+int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts *o, cJSON **out) {
+    pt_compare_opts d = {0};
+    if (!o) o = &d;
+    if (out) *out = NULL;
+    const char *prof = o->profile ? o->profile : "fp32";
+    tolerances t;
+    if (profile_tol(prof, o->tolerances_path, &t)) return 2;
+    pt_runlog A = {0}, B = {0};
+    if (pt_runlog_load(run_a, o->format_a, &A)) { pt_runlog_free(&A); return 2; }  // frees a partial load
+    if (pt_runlog_load(run_b, o->format_b, &B)) { pt_runlog_free(&A); pt_runlog_free(&B); return 2; }
+    int exact = !strcmp(prof, "exact");
+    cJSON *res = cJSON_CreateObject(), *reasons = cJSON_CreateArray();
+    cJSON *pj = cJSON_CreateObject();
+    cJSON_AddStringToObject(pj, "name", prof);
+    cJSON_AddNumberToObject(pj, "step0_loss", t.step0_loss);
+    cJSON_AddNumberToObject(pj, "step0_grad_norm", t.step0_grad_norm);
+    cJSON_AddNumberToObject(pj, "per_step_loss", t.per_step_loss);
+    cJSON_AddNumberToObject(pj, "window", t.window);
+    cJSON_AddNumberToObject(pj, "final_window_loss", t.final_window_loss);
+    cJSON_AddNumberToObject(pj, "eval_loss", t.eval_loss);
+    int refuse = 0;
+    cJSON *fi = frozen_inputs(&A, &B, &refuse);
+    int rejected = 0;
+    if (refuse) {
+        cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(fi, "differences"))
+            add_reason(reasons, "frozen input %s differs: %s vs %s", cJSON_GetObjectItem(it, "field")->valuestring,
+                       cJSON_GetObjectItem(it, "a")->valuestring, cJSON_GetObjectItem(it, "b")->valuestring);
+    }
+    // Common steps (both logs are sorted by step by the importers' writers; match by step value).
+    int n = 0, ib = 0, missing = 0;
+    double *rd = malloc(sizeof(double) * (size_t)(A.n + 1)), *la = malloc(sizeof(double) * (size_t)(A.n + 1)),
+           *lb = malloc(sizeof(double) * (size_t)(A.n + 1));
+    long *st = malloc(sizeof(long) * (size_t)(A.n + 1));
+    double g0a = NAN, g0b = NAN;
+    for (int i = 0; i < A.n; i++) {
+        while (ib < B.n && B.pts[ib].step < A.pts[i].step) ib++;
+        if (ib >= B.n || B.pts[ib].step != A.pts[i].step) { missing++; continue; }
+        if (n == 0) { g0a = A.pts[i].grad_norm; g0b = B.pts[ib].grad_norm; }
+        st[n] = A.pts[i].step; la[n] = A.pts[i].loss; lb[n] = B.pts[ib].loss;
+        rd[n] = rel(la[n], lb[n]);
+        n++;
+    }
+    missing += B.n - n;
+    cJSON *s0 = cJSON_CreateObject(), *ps = cJSON_CreateObject(), *fw = cJSON_CreateObject(), *ev = cJSON_CreateObject();
+    if (n == 0) {
+        add_reason(reasons, "no common steps between %s (%d steps) and %s (%d steps)", run_a, A.n, run_b, B.n);
+        rejected = 1;
+    } else {
+        double r0 = rd[0], g0 = (isnan(g0a) || isnan(g0b)) ? NAN : rel(g0a, g0b);
+        cJSON_AddNumberToObject(s0, "step", (double)st[0]);
+        cJSON_AddNumberToObject(s0, "loss_a", la[0]);
+        cJSON_AddNumberToObject(s0, "loss_b", lb[0]);
+        cJSON_AddNumberToObject(s0, "loss_rel_diff", r0);
+        if (!isnan(g0)) cJSON_AddNumberToObject(s0, "grad_norm_rel_diff", g0);
+        else cJSON_AddNullToObject(s0, "grad_norm_rel_diff");
+        if (r0 > t.step0_loss) { rejected = 1; add_reason(reasons, "step-0 (step %ld) loss rel diff %.3g > tolerance %.3g", st[0], r0, t.step0_loss); }
+        if (!isnan(g0) && g0 > t.step0_grad_norm) { rejected = 1; add_reason(reasons, "step-0 (step %ld) grad-norm rel diff %.3g > tolerance %.3g", st[0], g0, t.step0_grad_norm); }
+        long first = -1;
+        double mx = 0;
+        cJSON *arr = cJSON_CreateArray();
+        for (int i = 0; i < n; i++) {
+            if (rd[i] > mx) mx = rd[i];
+            if (first < 0 && rd[i] > t.per_step_loss) first = st[i];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "step", (double)st[i]);
+            cJSON_AddNumberToObject(e, "rel", rd[i]);
+            cJSON_AddItemToArray(arr, e);
+        }
+        double *srt = malloc(sizeof(double) * (size_t)n);
+        memcpy(srt, rd, sizeof(double) * (size_t)n);
+        qsort(srt, (size_t)n, sizeof(double), cmp_d);
+        double med = n % 2 ? srt[n / 2] : 0.5 * (srt[n / 2 - 1] + srt[n / 2]);
+        free(srt);
+        cJSON_AddNumberToObject(ps, "n", n);
+        cJSON_AddNumberToObject(ps, "missing", missing);
+        cJSON_AddNumberToObject(ps, "max_rel_diff", mx);
+        cJSON_AddNumberToObject(ps, "median_rel_diff", med);
+        if (first >= 0) cJSON_AddNumberToObject(ps, "first_exceed_step", (double)first);
+        else cJSON_AddNullToObject(ps, "first_exceed_step");
+        cJSON_AddItemToObject(ps, "rel_diff", arr);
+        if (first >= 0) { rejected = 1; add_reason(reasons, "per-step loss rel diff max %.3g > tolerance %.3g, first at step %ld", mx, t.per_step_loss, first); }
+        int w = PT_MIN(t.window, n);
+        double ma = 0, mb = 0;
+        for (int i = n - w; i < n; i++) { ma += la[i]; mb += lb[i]; }
+        ma /= w; mb /= w;
+        double fr = rel(ma, mb);
+        cJSON_AddNumberToObject(fw, "window", w);
+        cJSON_AddNumberToObject(fw, "mean_loss_a", ma);
+        cJSON_AddNumberToObject(fw, "mean_loss_b", mb);
+        cJSON_AddNumberToObject(fw, "rel_diff", fr);
+        if (fr > t.final_window_loss) { rejected = 1; add_reason(reasons, "final-window (last %d steps) mean loss rel diff %.3g > tolerance %.3g", w, fr, t.final_window_loss); }
+    }
+    if (!isnan(A.eval_loss) && !isnan(B.eval_loss)) {
+        double er = rel(A.eval_loss, B.eval_loss);
+        cJSON_AddNumberToObject(ev, "loss_a", A.eval_loss);
+        cJSON_AddNumberToObject(ev, "loss_b", B.eval_loss);
+        cJSON_AddNumberToObject(ev, "rel_diff", er);
+        if (er > t.eval_loss) { rejected = 1; add_reason(reasons, "eval loss rel diff %.3g > tolerance %.3g", er, t.eval_loss); }
+    } else {
+        cJSON_AddStringToObject(ev, "note", "not compared: eval.json missing on at least one side");
+    }
+    (void)exact;
+    int rc = refuse ? 2 : rejected ? 1 : 0;
+    cJSON_AddStringToObject(res, "verdict", rc == 0 ? "ACCEPTED" : rc == 1 ? "REJECTED" : "REFUSED");
+    cJSON_AddItemToObject(res, "reasons", reasons);
+    cJSON_AddItemToObject(res, "profile", pj);
+    cJSON_AddItemToObject(res, "frozen_inputs", fi);
+    cJSON_AddItemToObject(res, "step0", s0);
+    cJSON_AddItemToObject(res, "per_step", ps);
+    cJSON_AddItemToObject(res, "final_window", fw);
+    cJSON_AddItemToObject(res, "eval", ev);
+    free(rd); free(la); free(lb); free(st);
+    pt_runlog_free(&A);
+    pt_runlog_free(&B);
+    if (out) *out = res;
+    else cJSON_Delete(res);
+    return rc;
+}
