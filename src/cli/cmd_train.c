@@ -32,6 +32,7 @@ static void help(void) {
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
+           "  --hang-timeout S                   no step progress for S seconds = hung worker (60)\n"
            "  --inject kill:step=S[,...]         test faults (with --supervise); each fires once\n\n"
            "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
            "model (config.json + model.safetensors) into OUTPUT.\n");
@@ -40,7 +41,7 @@ static void help(void) {
 // --supervise: strip the supervisor's flags and hand the rest to pt_supervise,
 // which re-executes `train` with them as the worker.
 static int supervise(int argc, char **argv) {
-    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1};
+    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60};
     char **w = calloc((size_t)argc + 2, sizeof *w);
     int n = 0;
     w[n++] = "portatrain";
@@ -50,11 +51,13 @@ static int supervise(int argc, char **argv) {
         const bool has_val = i + 1 < argc;
         if (!strcmp(o, "--supervise")) continue;
         if (!strcmp(o, "--max-restarts") && has_val) so.max_restarts = atoi(argv[++i]);
+        else if (!strcmp(o, "--hang-timeout") && has_val) so.hang_timeout = atof(argv[++i]);
         else if (!strcmp(o, "--restart-backoff") && has_val) so.restart_backoff = atof(argv[++i]);
         else if (!strcmp(o, "--inject") && has_val) {
             if (pt_supervise_parse_inject(&so, argv[++i]) != 0) { free(w); return cli_fail(); }
         } else {
             if (!strcmp(o, "--output-dir") && has_val) so.output_dir = argv[i + 1];
+            if (!strcmp(o, "--max-steps") && has_val) so.max_steps = atol(argv[i + 1]);
             w[n++] = argv[i];
         }
     }

@@ -6,6 +6,8 @@
 typedef struct {
     int max_restarts;        // bounded retries (default 3)
     double restart_backoff;  // first backoff in seconds, doubled per attempt
+    double hang_timeout;     // seconds without step progress before a worker counts as hung (0: off)
+    long max_steps;          // for goodput: steps 1..max_steps count as productive
     const char *output_dir;  // where events.jsonl and recovery.json go
     long kill_steps[64];     // kill:step=S faults, each fires once
     int n_kills;
