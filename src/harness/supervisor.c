@@ -25,9 +25,13 @@ int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", spec);
     for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
-        if (strncmp(f, "kill:", 5)) { pt_set_error("--inject %s: only kill faults are supported yet", f); return -1; }
+        int kind;
+        if (!strncmp(f, "kill:", 5)) kind = strstr(f, "phase=save") ? PT_FAULT_KILL_SAVE : PT_FAULT_KILL;
+        else if (!strncmp(f, "hang:", 5)) kind = PT_FAULT_HANG;
+        else { pt_set_error("--inject %s: only kill and hang faults are supported yet", f); return -1; }
         const char *s = strstr(f, "step=");
         if (!s || o->n_kills >= 64) { pt_set_error("--inject %s: needs step=S", f); return -1; }
+        o->kill_kind[o->n_kills] = kind;
         o->kill_steps[o->n_kills++] = atol(s + 5);
     }
     return 0;
@@ -120,11 +124,15 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         if (pid == 0) {
             setpgid(0, 0);
             // A fault fires once: only the next unfired one is armed for this attempt.
+            static const char *const vars[] = {"PT_FAULT_KILL_AFTER_STEP", "PT_FAULT_KILL_IN_SAVE_STEP",
+                                               "PT_FAULT_HANG_AFTER_STEP"};
+            for (int v = 0; v < 3; v++) unsetenv(vars[v]);
+            unsetenv("PT_CKPT_CRASH_AT");
             if (next_fault < o->n_kills) {
                 char s[32];
                 snprintf(s, sizeof s, "%ld", o->kill_steps[next_fault]);
-                setenv("PT_FAULT_KILL_AFTER_STEP", s, 1);
-            } else unsetenv("PT_FAULT_KILL_AFTER_STEP");
+                setenv(vars[o->kill_kind[next_fault]], s, 1);
+            }
             execv("/proc/self/exe", argv);
             _exit(127);
         }
@@ -177,7 +185,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
                 t_down, t_down - t_det, orphans);
         fflush(ev);
         long fault_step = -1;
-        if (killed && next_fault < o->n_kills) fault_step = o->kill_steps[next_fault++];
+        if ((killed || hung) && next_fault < o->n_kills) fault_step = o->kill_steps[next_fault++];
         if (restarts >= o->max_restarts) {
             pt_set_error("worker failed %d times; giving up after --max-restarts %d", attempts, o->max_restarts);
             break;

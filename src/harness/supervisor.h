@@ -3,6 +3,8 @@
 // events.jsonl + recovery.json into the output directory.
 #pragma once
 
+enum { PT_FAULT_KILL = 0, PT_FAULT_KILL_SAVE = 1, PT_FAULT_HANG = 2 };
+
 typedef struct {
     int max_restarts;        // bounded retries (default 3)
     double restart_backoff;  // first backoff in seconds, doubled per attempt
@@ -10,6 +12,7 @@ typedef struct {
     long max_steps;          // for goodput: steps 1..max_steps count as productive
     const char *output_dir;  // where events.jsonl and recovery.json go
     long kill_steps[64];     // kill:step=S faults, each fires once
+    int kill_kind[64];       // PT_FAULT_*
     int n_kills;
 } pt_supervise_opts;
 
