@@ -1,6 +1,10 @@
 // portatrain train: Hugging Face TrainingArguments-style flags.
 #include "cli/cli.h"
+#include "harness/supervisor.h"
 #include "train/trainer.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -24,12 +28,49 @@ static void help(void) {
            "  --save-steps N                     checkpoint every N steps (0: never)\n"
            "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
            "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
-           "  --quiet                            no progress output\n\n"
+           "  --quiet                            no progress output\n"
+           "  --supervise                        run as a supervised worker; restart after a failure\n"
+           "  --max-restarts N                   supervisor retries before giving up (3)\n"
+           "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
+           "  --hang-timeout S                   no step progress for S seconds = hung worker (60)\n"
+           "  --inject kill:step=S[,...]         test faults (with --supervise); each fires once\n\n"
            "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
            "model (config.json + model.safetensors) into OUTPUT.\n");
 }
 
+// --supervise: strip the supervisor's flags and hand the rest to pt_supervise,
+// which re-executes `train` with them as the worker.
+static int supervise(int argc, char **argv) {
+    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60};
+    char **w = calloc((size_t)argc + 2, sizeof *w);
+    int n = 0;
+    w[n++] = "portatrain";
+    w[n++] = "train";
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const bool has_val = i + 1 < argc;
+        if (!strcmp(o, "--supervise")) continue;
+        if (!strcmp(o, "--max-restarts") && has_val) so.max_restarts = atoi(argv[++i]);
+        else if (!strcmp(o, "--hang-timeout") && has_val) so.hang_timeout = atof(argv[++i]);
+        else if (!strcmp(o, "--restart-backoff") && has_val) so.restart_backoff = atof(argv[++i]);
+        else if (!strcmp(o, "--inject") && has_val) {
+            if (pt_supervise_parse_inject(&so, argv[++i]) != 0) { free(w); return cli_fail(); }
+        } else {
+            if (!strcmp(o, "--output-dir") && has_val) so.output_dir = argv[i + 1];
+            if (!strcmp(o, "--max-steps") && has_val) so.max_steps = atol(argv[i + 1]);
+            w[n++] = argv[i];
+        }
+    }
+    if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
+    mkdir(so.output_dir, 0777);
+    const int rc = pt_supervise(&so, n, w);
+    free(w);
+    return rc == 0 ? 0 : cli_fail();
+}
+
 int cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--supervise")) return supervise(argc, argv);
     pt_train_args a;
     pt_train_args_defaults(&a);
     pt_argparse p;

@@ -2,6 +2,7 @@
 #include "backend/backend.h"
 #include "data/loader.h"
 #include "io/hf_model.h"
+#include "train/faults.h"
 #include "train/optim.h"
 #include "train/schedule.h"
 #include "train/train_state.h"
@@ -346,6 +347,7 @@ int pt_train(const pt_train_args *a) {
         if (restore_time >= 0 && step == start_step)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"restore_time_s\": %.6f", restore_time);
         if (a->save_steps > 0 && (step + 1) % a->save_steps == 0) {
+            pt_fault_before_save(step + 1);
             cJSON *st = state_json(a, &model, &opt, step + 1, &hashes, B * accum, loader);
             char closed[1100];
             snprintf(closed, sizeof closed, "%s}", rec);
@@ -363,9 +365,7 @@ int pt_train(const pt_train_args *a) {
         }
         fprintf(metrics, "%s}\n", rec);
         fflush(metrics);
-        // Test-only fault: die like a killed worker right after step S.
-        const char *kill_at = getenv("PT_FAULT_KILL_AFTER_STEP");
-        if (kill_at && atol(kill_at) == step + 1) raise(SIGKILL);
+        pt_fault_after_step(step + 1);  // test-only faults (train/faults.h)
         if (step == start_step) loss_first = loss;
         loss_last = loss;
         if (loss < loss_min) loss_min = loss;

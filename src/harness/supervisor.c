@@ -1,0 +1,238 @@
+#define _GNU_SOURCE
+#include "harness/supervisor.h"
+#include "util/common.h"
+#include "util/json.h"
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        int kind;
+        if (!strncmp(f, "kill:", 5)) kind = strstr(f, "phase=save") ? PT_FAULT_KILL_SAVE : PT_FAULT_KILL;
+        else if (!strncmp(f, "hang:", 5)) kind = PT_FAULT_HANG;
+        else { pt_set_error("--inject %s: only kill and hang faults are supported yet", f); return -1; }
+        const char *s = strstr(f, "step=");
+        if (!s || o->n_kills >= 64) { pt_set_error("--inject %s: needs step=S", f); return -1; }
+        o->kill_kind[o->n_kills] = kind;
+        o->kill_steps[o->n_kills++] = atol(s + 5);
+    }
+    return 0;
+}
+
+
+// The newest step in OUTPUT/metrics.jsonl: the worker's step progress.
+static long last_step(const char *dir) {
+    char path[4096], buf[1024];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f), off = sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0;
+    fseek(f, off, SEEK_SET);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    long step = 0;
+    for (char *q = buf; (q = strstr(q, "{\"step\": ")); q++) step = atol(q + 9);
+    return step;
+}
+
+// The step of the checkpoint `latest` names (0: none).
+static long latest_step(const char *dir) {
+    char path[4096], buf[256] = {0};
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *d = strrchr(buf, '-');
+    return d ? atol(d + 1) : 0;
+}
+
+// Productive time: each step's step_time_s counted once (the surviving line).
+static double productive_s(const char *dir, long max_steps) {
+    char path[4096], line[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f || max_steps <= 0) { if (f) fclose(f); return 0; }
+    double *t = calloc((size_t)max_steps + 1, sizeof *t), sum = 0;
+    while (fgets(line, sizeof line, f)) {
+        long s = 0;
+        const char *q = strstr(line, "\"step\": "), *st = strstr(line, "\"step_time_s\": ");
+        if (q) s = atol(q + 8);
+        if (st && s >= 1 && s <= max_steps) t[s] = atof(st + 15);
+    }
+    fclose(f);
+    for (long i = 1; i <= max_steps; i++) sum += t[i];
+    free(t);
+    return sum;
+}
+
+// Tears the worker group down: SIGTERM, a grace period, SIGKILL, then reap.
+static int teardown(pid_t pgid) {
+    kill(-pgid, SIGTERM);
+    for (int i = 0; i < 20 && kill(-pgid, 0) == 0; i++) {
+        while (waitpid(-pgid, NULL, WNOHANG) > 0) {}
+        usleep(50000);
+    }
+    kill(-pgid, SIGKILL);
+    while (waitpid(-pgid, NULL, 0) > 0) {}
+    return kill(-pgid, 0) == 0 ? 1 : 0;  // orphans left in the group
+}
+
+int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
+    FILE *ev = fopen(path, "w");
+    if (!ev) { pt_set_error("%s: %s", path, strerror(errno)); return -1; }
+    char **argv = calloc((size_t)wargc + 4, sizeof *argv);
+    for (int i = 0; i < wargc; i++) argv[i] = wargv[i];
+    const double t0 = now_s();
+    int next_fault = 0, attempts = 0, restarts = 0, rc = -1;
+    bool pending = false;  // a recovery waiting for the worker to reach pending_reach again
+    long pending_reach = 0;
+    double pending_t_fault = 0;
+    cJSON *recs = cJSON_CreateArray();
+    for (;;) {
+        attempts++;
+        int n = wargc;
+        // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch.
+        if (attempts > 1 && latest_step(o->output_dir) > 0) { argv[n++] = "--resume-from-checkpoint"; argv[n++] = "latest"; }
+        argv[n] = NULL;
+        const double t_start = now_s();
+        pid_t pid = fork();
+        if (pid < 0) { pt_set_error("fork: %s", strerror(errno)); break; }
+        if (pid == 0) {
+            setpgid(0, 0);
+            // A fault fires once: only the next unfired one is armed for this attempt.
+            static const char *const vars[] = {"PT_FAULT_KILL_AFTER_STEP", "PT_FAULT_KILL_IN_SAVE_STEP",
+                                               "PT_FAULT_HANG_AFTER_STEP"};
+            for (int v = 0; v < 3; v++) unsetenv(vars[v]);
+            unsetenv("PT_CKPT_CRASH_AT");
+            if (next_fault < o->n_kills) {
+                char s[32];
+                snprintf(s, sizeof s, "%ld", o->kill_steps[next_fault]);
+                setenv(vars[o->kill_kind[next_fault]], s, 1);
+            }
+            execv("/proc/self/exe", argv);
+            _exit(127);
+        }
+        setpgid(pid, pid);
+        fprintf(ev, "{\"event\": \"start\", \"time\": %.6f, \"attempt\": %d, \"pid\": %d}\n", t_start, attempts, (int)pid);
+        fflush(ev);
+        // Poll exit status and step progress; a worker without progress for
+        // hang_timeout seconds is declared hung.
+        int st = 0;
+        bool hung = false;
+        long seen = last_step(o->output_dir);
+        double t_seen = now_s(), t_first_new = 0;
+        for (;;) {
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid) {  // the last line may have landed after the previous poll
+                const long s = last_step(o->output_dir);
+                if (s != seen) { seen = s; t_seen = now_s(); }
+                break;
+            }
+            const long s = last_step(o->output_dir);
+            const double t = now_s();
+            if (s != seen) {
+                if (!t_first_new) t_first_new = t;
+                seen = s;
+                t_seen = t;
+                if (pending && s >= pending_reach) {
+                    cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
+                    cJSON_AddNumberToObject(r, "restore_s", t_first_new - t_start);
+                    cJSON_AddNumberToObject(r, "replay_s", t - t_first_new);
+                    cJSON_AddNumberToObject(r, "total_s", t - pending_t_fault);
+                    fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
+                            t, s, t - pending_t_fault);
+                    fflush(ev);
+                    pending = false;
+                }
+            }
+            if (o->hang_timeout > 0 && t - t_seen > o->hang_timeout) { hung = true; break; }
+            usleep(20000);
+        }
+        const double t_det = now_s();
+        const int orphans = teardown(pid);
+        const double t_down = now_s();
+        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) { rc = 0; break; }
+        const bool killed = !hung && WIFSIGNALED(st);
+        fprintf(ev, "{\"event\": \"detected\", \"time\": %.6f, \"attempt\": %d, \"fault\": \"%s\", \"step\": %ld, "
+                "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d}\n",
+                t_det, attempts, hung ? "hang" : killed ? "kill" : "exit", seen, t_det - t_seen,
+                killed ? WTERMSIG(st) : 0, !hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
+                t_down, t_down - t_det, orphans);
+        fflush(ev);
+        long fault_step = -1;
+        if ((killed || hung) && next_fault < o->n_kills) fault_step = o->kill_steps[next_fault++];
+        if (restarts >= o->max_restarts) {
+            pt_set_error("worker failed %d times; giving up after --max-restarts %d", attempts, o->max_restarts);
+            break;
+        }
+        double backoff = o->restart_backoff;
+        for (int i = 0; i < restarts; i++) backoff *= 2;
+        restarts++;
+        fprintf(ev, "{\"event\": \"restart\", \"time\": %.6f, \"attempt\": %d, \"backoff_s\": %.3f}\n",
+                now_s(), attempts + 1, backoff);
+        fflush(ev);
+        cJSON *r = cJSON_CreateObject();
+        const long restored = latest_step(o->output_dir);
+        cJSON_AddStringToObject(r, "fault", hung ? "hang" : killed ? "kill" : "exit");
+        cJSON_AddNumberToObject(r, "rank", 0);
+        cJSON_AddNumberToObject(r, "fault_step", (double)(fault_step >= 0 ? fault_step : seen));
+        cJSON_AddNumberToObject(r, "detect_s", t_det - t_seen);
+        cJSON_AddNumberToObject(r, "teardown_s", t_down - t_det);
+        cJSON_AddNumberToObject(r, "restart_s", backoff);
+        cJSON_AddNumberToObject(r, "restored_step", (double)restored);
+        cJSON_AddNumberToObject(r, "steps_recomputed", (double)(seen - restored));
+        cJSON_AddNumberToObject(r, "orphans", orphans);
+        fprintf(ev, "{\"event\": \"restore\", \"time\": %.6f, \"checkpoint_step\": %ld, \"steps_recomputed\": %ld}\n",
+                now_s(), restored, seen - restored);
+        pending = true;  // closed at the first step >= the one reached before the fault
+        pending_reach = seen;
+        pending_t_fault = t_seen;
+        cJSON_AddItemToArray(recs, r);
+        usleep((useconds_t)(backoff * 1e6));
+    }
+    const double wall = now_s() - t0;
+    cJSON *sum = cJSON_CreateObject();
+    cJSON_AddNumberToObject(sum, "attempts", attempts);
+    cJSON_AddNumberToObject(sum, "restarts", restarts);
+    cJSON_AddBoolToObject(sum, "completed", rc == 0);
+    cJSON_AddNumberToObject(sum, "wall_s", wall);
+    const double prod = productive_s(o->output_dir, o->max_steps);
+    cJSON_AddNumberToObject(sum, "productive_s", prod);
+    cJSON_AddNumberToObject(sum, "goodput", wall > 0 ? prod / wall : 0);
+    cJSON_AddItemToObject(sum, "recoveries", recs);
+    cJSON_AddStringToObject(sum, "events", "events.jsonl");
+    char *txt = cJSON_PrintUnformatted(sum);
+    snprintf(path, sizeof path, "%s/recovery.json", o->output_dir);
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(txt, f); fputc('\n', f); fclose(f); }
+    free(txt);
+    cJSON_Delete(sum);
+    fclose(ev);
+    free(argv);
+    return rc;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Supervised training (first cut of issue 8): `train --supervise --inject
+# kill:step=S,...` SIGKILLs the worker once per listed step; the supervisor
+# restarts it from `latest` and the final weights must equal an uninterrupted
+# run's. Also: bounded retries end non-zero, and no worker outlives a test.
+set -uo pipefail
+: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0; checks=0
+check() { checks=$((checks+1)); if eval "$1"; then :; else echo "FAIL: $2"; fails=$((fails+1)); fi; }
+G="$PT_SOURCE_DIR/tests/fixtures/golden/tied"
+run() { # out extra...
+  local out=$1; shift
+  "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$out" --max-steps 30 --seq-len 16 \
+    --per-device-train-batch-size 2 --learning-rate 3e-3 --save-steps 2 --save-total-limit 2 --quiet "$@"
+}
+run "$tmp/ref" 2>/dev/null
+check '[ -f "$tmp/ref/model.safetensors" ]' "reference run failed"
+
+# 1. five kills, some between saves (steps recomputed), all recovered
+run "$tmp/sup" --supervise --restart-backoff 0.01 --max-restarts 5 --inject kill:step=3,kill:step=9,kill:step=10,kill:step=17,kill:step=28 2>"$tmp/sup.err"
+check 'cmp -s "$tmp/ref/model.safetensors" "$tmp/sup/model.safetensors"' "supervised weights differ from the uninterrupted run"
+check '[ "$(grep -c "\"event\": \"restart\"" "$tmp/sup/events.jsonl")" = 5 ]' "events.jsonl does not have 5 restarts"
+check 'grep -q "\"completed\":[[:space:]]*true" "$tmp/sup/recovery.json"' "recovery.json does not say completed"
+check 'grep -q "\"orphans\": 0" "$tmp/sup/events.jsonl" && ! grep -q "\"orphans\": [1-9]" "$tmp/sup/events.jsonl"' "orphans reported"
+
+# 2. kills inside a checkpoint save (the half-written one must be skipped) and a hang
+run "$tmp/save" --supervise --restart-backoff 0.01 --inject kill:step=4:phase=save,kill:step=12:phase=save,kill:step=13 2>"$tmp/save.err"
+check '[ $? -eq 0 ]' "kills during save: supervised run failed"
+check 'cmp -s "$tmp/ref/model.safetensors" "$tmp/save/model.safetensors"' "kills during save: weights differ"
+t0=$(date +%s.%N)
+run "$tmp/hang" --supervise --restart-backoff 0.01 --hang-timeout 1 --inject hang:rank=0:step=7 2>"$tmp/hang.err"
+check '[ $? -eq 0 ]' "hang: supervised run failed"
+check 'cmp -s "$tmp/ref/model.safetensors" "$tmp/hang/model.safetensors"' "hang: weights differ"
+check 'grep -q "\"fault\": \"hang\"" "$tmp/hang/events.jsonl"' "hang: not detected as a hang"
+check 'awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{exit !(b-a < 10)}"' "hang: recovery took over 10 s"
+
+# 3. bounded retries: three kills with --max-restarts 1 end non-zero with a message
+run "$tmp/bound" --supervise --restart-backoff 0.01 --max-restarts 1 --inject kill:step=3,kill:step=5,kill:step=7 2>"$tmp/bound.err"
+rc=$?
+check '[ $rc -ne 0 ]' "exhausted retries exited 0"
+check 'grep -q "max-restarts" "$tmp/bound.err"' "no clear message after exhausting retries"
+check 'grep -q "\"completed\":[[:space:]]*false" "$tmp/bound/recovery.json"' "recovery.json does not say incomplete"
+
+# 4. no orphans: no portatrain process that works in this test's directory
+check '! pgrep -f "$tmp" >/dev/null' "portatrain processes left behind"
+
+echo "$((checks - fails))/$checks checks passed"
+[ "$fails" -eq 0 ]
