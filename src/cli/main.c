@@ -41,25 +41,3 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
 }
-
-// Placeholders until a command lands (overridden by strong definitions).
-__attribute__((weak)) int cmd_tokenizer(int argc, char **argv) {
-    fprintf(stderr, "portatrain: tokenizer command not built\n");
-    return 2;
-}
-__attribute__((weak)) int cmd_tokenize(int argc, char **argv) {
-    fprintf(stderr, "portatrain: tokenize command not built\n");
-    return 2;
-}
-__attribute__((weak)) int cmd_compare(int argc, char **argv) {
-    fprintf(stderr, "portatrain: compare command not built\n");
-    return 2;
-}
-__attribute__((weak)) int cmd_accept(int argc, char **argv) {
-    fprintf(stderr, "portatrain: accept command not built\n");
-    return 2;
-}
-__attribute__((weak)) int cmd_report(int argc, char **argv) {
-    fprintf(stderr, "portatrain: report command not built\n");
-    return 2;
-}

@@ -31,6 +31,7 @@ void pt_prefix_error(const char *fmt, ...) {
 
 const char *pt_last_error(void) { return g_error[0] ? g_error : "unknown error"; }
 void pt_clear_error(void) { g_error[0] = 0; }
+bool pt_has_error(void) { return g_error[0] != 0; }
 
 static void die_oom(size_t n) {
     fprintf(stderr, "portatrain: error: out of memory allocating %zu bytes\n", n);

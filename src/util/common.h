@@ -28,6 +28,7 @@ void pt_set_error(const char *fmt, ...) PT_PRINTF(1, 2);
 void pt_prefix_error(const char *fmt, ...) PT_PRINTF(1, 2);
 const char *pt_last_error(void);
 void pt_clear_error(void);
+bool pt_has_error(void);
 
 // Aborting allocators for sizes the program cannot continue without.
 void *pt_malloc(size_t n);

@@ -1,0 +1,86 @@
+// portatrain accept: the acceptance suite (library: src/harness/accept.c).
+#include "cli/cli.h"
+#include "harness/accept.h"
+#include "util/common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: portatrain accept --baseline SPEC --candidate SPEC [options]\n\n"
+           "SPEC = backend[:fp32][:tp=N][:dp=N][:fsdp=N], e.g. cpu-ref:fp32, cpu:fp32.\n"
+           "Runs baseline and candidate from the same frozen inputs, compares them, resumes each from the\n"
+           "other's mid-run checkpoint, kills the candidate's worker at a seeded random step and measures the\n"
+           "recovery, prices every phase, and writes OUTPUT/report.{html,md,json}.\n\n"
+           "  --output-dir DIR              report directory (out/accept)\n"
+           "  --steps N                     training steps per run (100)\n"
+           "  --checkpoint-step M           mid-run checkpoint for portability (steps/2)\n"
+           "  --recovery-save-steps R       checkpoint interval of the recovery run (steps/4)\n"
+           "  --model DIR                   initial HF model dir (default: init --config with --init-seed)\n"
+           "  --config FILE                 HF Qwen3 config.json for the init (configs/tiny.json)\n"
+           "  --init-seed S                 seed of the initial weights (42)\n"
+           "  --tokenizer-dir DIR           tokenizer.json to ship with the model (data/demo/qwen3-tokenizer)\n"
+           "  --train-data SHARD --eval-data SHARD   (data/demo/shards/train, data/demo/shards/eval)\n"
+           "  --baseline-run DIR            reuse a recorded baseline run; its frozen inputs must match\n"
+           "  --price-table FILE            prices per device-hour with source and date (configs/prices.json)\n"
+           "  --profile exact|fp32|bf16     tolerance profile (default: exact for the same platform, else fp32)\n"
+           "  --seq-len T (64)  --per-device-train-batch-size B (4)  --learning-rate F (3e-3)\n"
+           "  --warmup-steps N (20)  --weight-decay F (0.1)  --max-grad-norm F (1.0)  --seed N (42)\n"
+           "  --eval-batches N              batches of 8 windows in the eval (16)\n"
+           "  --quiet                       only the verdict and the report path\n\n"
+           "Exit status: 0 ACCEPTED, 1 REJECTED, 2 REFUSED (frozen inputs differ) or unusable input.\n"
+           "See docs/ACCEPT.md.\n");
+}
+
+int cmd_accept(int argc, char **argv) {
+    pt_accept_opts o;
+    pt_accept_defaults(&o);
+    const char *base = NULL, *cand = NULL;
+    long ckpt = 0, rsave = 0;
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *a;
+    while ((a = argp_next(&p))) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return 0; }
+        else if (!strcmp(a, "--baseline")) base = argp_value(&p);
+        else if (!strcmp(a, "--candidate")) cand = argp_value(&p);
+        else if (!strcmp(a, "--output-dir")) o.output_dir = argp_value(&p);
+        else if (!strcmp(a, "--steps") || !strcmp(a, "--max-steps")) o.steps = argp_int(&p);
+        else if (!strcmp(a, "--checkpoint-step")) ckpt = argp_int(&p);
+        else if (!strcmp(a, "--recovery-save-steps")) rsave = argp_int(&p);
+        else if (!strcmp(a, "--model")) o.model_dir = argp_value(&p);
+        else if (!strcmp(a, "--config")) o.config_path = argp_value(&p);
+        else if (!strcmp(a, "--init-seed")) o.init_seed = (uint64_t)argp_int(&p);
+        else if (!strcmp(a, "--tokenizer-dir")) o.tokenizer_dir = argp_value(&p);
+        else if (!strcmp(a, "--train-data")) o.train_data = argp_value(&p);
+        else if (!strcmp(a, "--eval-data")) o.eval_data = argp_value(&p);
+        else if (!strcmp(a, "--baseline-run")) o.baseline_run = argp_value(&p);
+        else if (!strcmp(a, "--price-table")) o.price_table = argp_value(&p);
+        else if (!strcmp(a, "--profile")) o.profile = argp_value(&p);
+        else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int(&p);
+        else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int(&p);
+        else if (!strcmp(a, "--learning-rate")) o.learning_rate = argp_double(&p);
+        else if (!strcmp(a, "--warmup-steps")) o.warmup_steps = argp_int(&p);
+        else if (!strcmp(a, "--weight-decay")) o.weight_decay = argp_double(&p);
+        else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = argp_double(&p);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
+        else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int(&p);
+        else if (!strcmp(a, "--test-fault")) o.test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
+        else if (!strcmp(a, "--quiet")) o.quiet = true;
+        else return argp_unknown(&p, a);
+    }
+    if (!base || !cand) return cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
+    if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
+        fprintf(stderr, "portatrain accept: error: %s\n", pt_last_error());
+        return 2;
+    }
+    if (o.profile && strcmp(o.profile, "exact") && strcmp(o.profile, "fp32") && strcmp(o.profile, "bf16"))
+        return cli_usage_error("accept", "--profile must be exact, fp32 or bf16");
+    o.checkpoint_step = ckpt ? ckpt : o.steps / 2;
+    o.recovery_save_steps = rsave ? rsave : (o.steps / 4 > 0 ? o.steps / 4 : 1);
+    if (o.eval_batches < 1 || o.seq_len < 1 || o.batch < 1)
+        return cli_usage_error("accept", "--eval-batches, --seq-len and --per-device-train-batch-size must be positive");
+    const int rc = pt_accept(&o);
+    if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain accept: error: %s\n", pt_last_error());
+    return rc;
+}
