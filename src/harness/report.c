@@ -436,21 +436,29 @@ static void render(out_t *o, const cJSON *r) {
     const cJSON *tc[] = {get(tp, "baseline"), get(tp, "candidate")};
     kv_table(o, "Throughput", tk, 2, tc, names, 2);
 
-    // phases: groups = runs, values = phases (stacked)
-    const char *phn[] = {"start-up", "training", "checkpoint", "recovery", "eval"};
-    const char *runs[] = {"baseline", "candidate"};
-    double pv[10];
-    for (int i = 0; i < 10; i++) pv[i] = NAN;
+    // phases: groups = runs in order of appearance, values = phases (stacked)
+    enum { MAX_RUNS = 8, NPH = 6 };
+    const char *phn[NPH] = {"start-up", "training", "checkpoint", "portability", "recovery", "eval"};
+    const char *runs[MAX_RUNS];
+    int nruns = 0;
+    double pv[MAX_RUNS * NPH];
+    for (int i = 0; i < MAX_RUNS * NPH; i++) pv[i] = NAN;
     const cJSON *ph = get(r, "phases");
     if (cJSON_IsArray(ph)) cJSON_ArrayForEach(it, ph) {
         const cJSON *rn = get(it, "run"), *pn = get(it, "phase");
         double sec;
         if (!cJSON_IsString(rn) || !cJSON_IsString(pn) || !num(it, "seconds", &sec)) continue;
-        for (int a = 0; a < 2; a++) for (int c = 0; c < 5; c++)
-            if (!strcmp(rn->valuestring, runs[a]) && !strcmp(pn->valuestring, phn[c]))
-                pv[a * 5 + c] = isfinite(pv[a * 5 + c]) ? pv[a * 5 + c] + sec : sec;
+        int a = 0;
+        while (a < nruns && strcmp(runs[a], rn->valuestring)) a++;
+        if (a == nruns) {
+            if (nruns == MAX_RUNS) continue;
+            runs[nruns++] = rn->valuestring;
+        }
+        for (int c = 0; c < NPH; c++)
+            if (!strcmp(pn->valuestring, phn[c]))
+                pv[a * NPH + c] = isfinite(pv[a * NPH + c]) ? pv[a * NPH + c] + sec : sec;
     }
-    svg_bars(h, "Wall time per phase", "seconds", runs, 2, phn, 5, pv, 1);
+    svg_bars(h, "Wall time per phase", "seconds", runs, nruns, phn, NPH, pv, 1);
     const char *phk[] = {"run", "phase", "seconds"};
     arr_table(o, "Phases", ph, phk, 3);
 
