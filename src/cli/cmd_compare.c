@@ -5,20 +5,74 @@
 
 #include "cli/cli.h"
 #include "harness/compare.h"
+#include "harness/seeds.h"
+#include <math.h>
 #include "util/common.h"
 
 static void usage(void) {
     fprintf(stderr,
             "usage: portatrain compare RUN_A RUN_B [--profile exact|fp32|bf16|custom] [--tolerances FILE]\n"
             "                          [--json OUT] [--format-a F] [--format-b F]\n"
+            "       portatrain compare --seeds A1,A2,... B1,B2,... [--target-loss L] [--window W] [--alpha P] [--json OUT]\n"
             "RUN_A is the baseline, RUN_B the candidate: portatrain run dirs or imported logs (hf, torchtitan,\n"
-            "csv, jsonl). Exit 0 ACCEPTED, 1 REJECTED, 2 REFUSED / cannot compare.\n");
+            "csv, jsonl). Exit 0 ACCEPTED, 1 REJECTED, 2 REFUSED / cannot compare.\n"
+            "--seeds: one run per seed on each side; steps to reach the target loss (trailing mean of W steps;\n"
+            "default target: the worst baseline seed's trailing-mean loss two thirds into its run) and a one-sided Welch t-test\n"
+            "that the candidate is not slower (REJECTED when p < alpha, default 0.05).\n");
+}
+
+static int split_runs(char *list, const char **out, int max) {
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save)) out[n++] = t;
+    return n;
+}
+
+static int write_json(const char *path, const cJSON *res) {
+    char *s = cJSON_Print(res);
+    FILE *f = fopen(path, "wb");
+    const int ok = f && fputs(s, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0) { free(s); return -1; }
+    free(s);
+    return ok ? 0 : -1;
+}
+
+static int compare_seeds(const char *la, const char *lb, const pt_seeds_opts *so, const char *json_out) {
+    char *ca = strdup(la), *cb = strdup(lb);
+    const char *ra[64], *rb[64];
+    const int na = split_runs(ca, ra, 64), nb = split_runs(cb, rb, 64);
+    cJSON *res = NULL;
+    int rc = pt_compare_seeds(ra, na, rb, nb, so, &res);
+    if (!res) { fprintf(stderr, "compare: %s\n", pt_last_error()); free(ca); free(cb); return 2; }
+    printf("target loss: %.4g (%s), window %d\n", cJSON_GetObjectItem(res, "target_loss")->valuedouble,
+           cJSON_GetObjectItem(res, "target_source")->valuestring, so->window);
+    const char *side[] = {"baseline", "candidate"};
+    cJSON *it;
+    for (int k = 0; k < 2; k++) cJSON_ArrayForEach(it, cJSON_GetObjectItem(res, side[k])) {
+        const cJSON *s = cJSON_GetObjectItem(it, "steps_to_target");
+        if (cJSON_IsNumber(s)) printf("  %-9s %s: %d steps to target\n", side[k], cJSON_GetObjectItem(it, "run")->valuestring, s->valueint);
+        else printf("  %-9s %s: never reached the target\n", side[k], cJSON_GetObjectItem(it, "run")->valuestring);
+    }
+    const cJSON *tt = cJSON_GetObjectItem(res, "welch_t_test");
+    if (tt) printf("mean steps: baseline %.2f, candidate %.2f; one-sided Welch t-test p = %.4g (alpha %.3g)\n",
+                   cJSON_GetObjectItem(tt, "mean_steps_baseline")->valuedouble,
+                   cJSON_GetObjectItem(tt, "mean_steps_candidate")->valuedouble,
+                   cJSON_GetObjectItem(tt, "p_value")->valuedouble, so->alpha);
+    if (json_out && write_json(json_out, res) != 0) { fprintf(stderr, "compare: cannot write %s\n", json_out); rc = 2; }
+    printf("verdict: %s", cJSON_GetObjectItem(res, "verdict")->valuestring);
+    int k = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(res, "reasons")) printf("%s%s", k++ ? "; " : " (", it->valuestring);
+    printf("%s\n", k ? ")" : "");
+    cJSON_Delete(res);
+    free(ca);
+    free(cb);
+    return rc;
 }
 
 int cmd_compare(int argc, char **argv) {
     pt_compare_opts o = {0};
     const char *json_out = NULL, *pos[2] = {0};
-    int np = 0;
+    int np = 0, seeds = 0;
+    pt_seeds_opts so = {.target_loss = NAN, .window = 10, .alpha = 0.05};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -26,6 +80,10 @@ int cmd_compare(int argc, char **argv) {
         else if (!strcmp(a, "--profile") && has) o.profile = argv[++i];
         else if (!strcmp(a, "--tolerances") && has) { o.tolerances_path = argv[++i]; if (!o.profile) o.profile = "custom"; }
         else if (!strcmp(a, "--json") && has) json_out = argv[++i];
+        else if (!strcmp(a, "--seeds")) seeds = 1;
+        else if (!strcmp(a, "--target-loss") && has) so.target_loss = atof(argv[++i]);
+        else if (!strcmp(a, "--window") && has) so.window = atoi(argv[++i]);
+        else if (!strcmp(a, "--alpha") && has) so.alpha = atof(argv[++i]);
         else if (!strcmp(a, "--format-a") && has) o.format_a = argv[++i];
         else if (!strcmp(a, "--format-b") && has) o.format_b = argv[++i];
         else if (a[0] == '-' && a[1] == '-') { fprintf(stderr, "compare: unknown or incomplete option %s\n", a); usage(); return 2; }
@@ -33,6 +91,7 @@ int cmd_compare(int argc, char **argv) {
         else { fprintf(stderr, "compare: too many arguments (%s)\n", a); return 2; }
     }
     if (np != 2) { usage(); return 2; }
+    if (seeds) return compare_seeds(pos[0], pos[1], &so, json_out);
     cJSON *res = NULL;
     int rc = pt_compare_runs(pos[0], pos[1], &o, &res);
     if (!res) { fprintf(stderr, "compare: %s\n", pt_last_error()); return 2; }
