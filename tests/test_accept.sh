@@ -38,6 +38,10 @@ jcheck "$R" "r['frozen_inputs']['initial_weights_sha256'] and len(r['frozen_inpu
 [ "$(sha256sum "$T/a/init/model.safetensors" | cut -d' ' -f1)" = "$(python3 -c "import json;print(json.load(open('$R'))['frozen_inputs']['initial_weights_sha256'])")" ] \
   && echo "ok: initial weights hash is the file's" || { echo "FAIL: initial weights hash"; fail=1; }
 
+# the report portatrain accept wrote renders in headless Chromium (charts, no errors, not blank)
+PT_REPORT_JSON="$R" bash "$S/tests/test_report_chromium.sh" >"$T/chromium.log" 2>&1 \
+  && echo "ok: accept's report.html renders in Chromium" || { echo "FAIL: chromium render"; cat "$T/chromium.log"; fail=1; }
+
 # 2. a wrong kernel in the candidate (test-only switch) is REJECTED with the right reason
 PT_FAULT_KERNEL=rmsnorm_eps check 1 "convergence: step-0 (step 1) grad-norm rel diff" -- \
   "$B" accept --baseline cpu-ref:fp32 --candidate cpu:fp32 $A --baseline-run "$T/a/baseline" --output-dir "$T/w"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Renders the accepted fixture and loads it in headless Chromium: the DOM must
+# Renders a report.json (the rejected fixture, or $PT_REPORT_JSON) and loads it in headless Chromium: the DOM must
 # hold the SVG charts, a screenshot must not be blank, and the page must log
 # no console/JS errors. Chromium missing is a failure (scripts/deps.sh installs it).
 set -euo pipefail
 CHROME=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$CHROME" ] || { echo "FAIL: chromium not installed (scripts/deps.sh)"; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-cp "$PT_SOURCE_DIR/tests/fixtures/report/rejected.json" "$T/report.json"
+cp "${PT_REPORT_JSON:-$PT_SOURCE_DIR/tests/fixtures/report/rejected.json}" "$T/report.json"
 "$PORTATRAIN" report "$T" >/dev/null
 FLAGS=(--no-sandbox --headless --disable-gpu --disable-dev-shm-usage --user-data-dir="$T/profile" --no-first-run)
 timeout 60 "$CHROME" "${FLAGS[@]}" --dump-dom "file://$T/report.html" > "$T/dom.html" 2>/dev/null
