@@ -31,10 +31,15 @@ int main(void) {
 
     load("tests/fixtures/compare/torchtitan.log", NULL, &r, 0);
     CHECK(!strcmp(r.format, "torchtitan"), "torchtitan detected: %s", r.format);
-    CHECK(r.n == 3, "torchtitan: 3 steps, got %d", r.n);
-    if (r.n == 3) {
+    // 4 training steps (older yellow-memory and newer turquoise-memory lines); the
+    // "validate step: 3" line is not a training step.
+    CHECK(r.n == 4, "torchtitan: 4 steps, got %d", r.n);
+    if (r.n == 4) {
         CHECK(r.pts[0].step == 1 && fabs(r.pts[0].loss - 12.0011) < 1e-12, "tt first %ld %g", r.pts[0].step, r.pts[0].loss);
         CHECK(fabs(r.pts[2].grad_norm - 3.5004) < 1e-12, "tt grad_norm %g", r.pts[2].grad_norm);
+        CHECK(r.pts[2].step == 3 && fabs(r.pts[2].loss - 11.3105) < 1e-12, "validation loss not taken as step 3: %g", r.pts[2].loss);
+        CHECK(r.pts[3].step == 4 && fabs(r.pts[3].loss - 10.9876) < 1e-12 && fabs(r.pts[3].grad_norm - 3.2001) < 1e-12,
+              "tt newer-format line");
     }
     pt_runlog_free(&r);
 

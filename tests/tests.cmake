@@ -6,6 +6,11 @@ set(PT_TEST_ENV
   "PT_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared"
   "PT_BUILD_DIR=${CMAKE_BINARY_DIR}"
   "OMP_NUM_THREADS=2")
+# Sanitized builds run the reference backend ~10x slower; long end-to-end
+# tests use it to pick shorter or faster set-ups (and say so).
+if(PT_SANITIZE)
+  list(APPEND PT_TEST_ENV "PT_SANITIZED=1")
+endif()
 
 file(GLOB c_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
 foreach(src ${c_tests})

@@ -136,9 +136,11 @@ static int field(const char *l, const char *key, double *out) {
     return n > 0 && *end == 0;
 }
 
-// TorchTitan (torchtitan/components/metrics.py) logs per step, coloured:
+// TorchTitan (torchtitan/components/metrics.py, MetricsProcessor.log) logs per step, coloured
+// (torchtitan/tools/utils.py Color; older releases coloured memory yellow, newer turquoise):
 //   [rank0]:[titan] 2025-01-01 12:00:00,000 - root - INFO - \033[31mstep:  1  \033[32mloss:  7.9850
-//   \033[38;2;180;60;0mgrad_norm:  2.1053  \033[33mmemory: 14.63GiB(15.40%)  \033[34mtps: 1,257 ...
+//   \033[38;2;180;60;0mgrad_norm:  2.1053  \033[38;2;54;234;195mmemory: 14.63GiB(15.40%)  \033[34mtps: 1,257 ...
+// log_validation prints "validate step: N  loss: ..." lines: not training steps, skipped.
 static int load_torchtitan(const char *path, pt_runlog *r) {
     char *text = read_all(path);
     if (!text) return -1;
@@ -147,7 +149,7 @@ static int load_torchtitan(const char *path, pt_runlog *r) {
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         line++;
         strip_ansi(l);
-        if (!strstr(l, "step:") || !strstr(l, "loss:")) continue;
+        if (!strstr(l, "step:") || !strstr(l, "loss:") || strstr(l, "validate step:")) continue;
         double s, lo, g = NAN, tps = NAN;
         if (!field(l, "step:", &s) || !field(l, "loss:", &lo)) {
             pt_set_error("%s:%d: a step line without a numeric step/loss", path, line);
