@@ -78,4 +78,14 @@ echo '{"entries":[{"id":"x","unit":"core-hour","price_per_hour":1}],"backends":{
 check 2 "p.json: entries\[id=x\]: needs .* a source and a date" -- "$B" accept --baseline cpu-ref --candidate cpu --price-table "$T/p.json" --output-dir "$T/x"
 check 2 "no metrics.jsonl" -- "$B" accept --baseline cpu-ref --candidate cpu --baseline-run "$T" --output-dir "$T/x"
 [ ! -e "$T/x/baseline" ] && echo "ok: nothing ran for bad input" || { echo "FAIL: bad input ran something"; fail=1; }
+
+# 6. killing the suite kills its runs: no orphan training process survives accept
+( exec "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 --steps 400 --output-dir "$T/k" --quiet ) >/dev/null 2>&1 &
+apid=$!
+for _ in $(seq 1 100); do [ -s "$T/k/baseline/metrics.jsonl" ] && break; sleep 0.1; done
+kill -KILL "$apid"; wait "$apid" 2>/dev/null
+sleep 1
+if pgrep -f -- "--output-dir $T/k/" >/dev/null; then
+    echo "FAIL: orphan runs after accept was killed:"; pgrep -af -- "--output-dir $T/k/"; pkill -f -- "--output-dir $T/k/"; fail=1
+else echo "ok: no orphan runs after accept was killed"; fi
 exit $fail
