@@ -18,12 +18,12 @@ jcheck() {  # report.json python-expression description
         echo "ok: $3"
     else echo "FAIL: $3 ($2) in $1"; fail=1; fi
 }
-N=${PT_ACCEPT_STEPS:-12}
-A="--steps $N --checkpoint-step 6 --recovery-save-steps 3 --eval-batches 2"
-# Under ASan/UBSan cpu-ref runs ~15 s/step: the sanitized run checks the suite's own code with a cpu
-# baseline (exact profile); the release run checks the real cpu-ref vs cpu pair (fp32 profile).
-BASE=cpu-ref:fp32 PROFILE=fp32
-[ -n "${PT_SANITIZED:-}" ] && { BASE=cpu:fp32; PROFILE=exact; echo "sanitized build: baseline $BASE"; }
+# Under ASan/UBSan cpu-ref runs ~15 s/step and cpu ~1 s/step: the sanitized run checks the suite's
+# own code with a cpu baseline (exact profile) and fewer steps; the release run checks the real
+# cpu-ref vs cpu pair (fp32 profile).
+N=12 M=6 RS=3 BASE=cpu-ref:fp32 PROFILE=fp32
+[ -n "${PT_SANITIZED:-}" ] && { N=8 M=4 RS=2 BASE=cpu:fp32 PROFILE=exact; echo "sanitized build: baseline $BASE, $N steps"; }
+A="--steps $N --checkpoint-step $M --recovery-save-steps $RS --eval-batches 2"
 
 # 1. the real thing, short: ACCEPTED, every section present and consistent
 check 0 "verdict: ACCEPTED" -- "$B" accept --baseline $BASE --candidate cpu:fp32 $A --output-dir "$T/a"
@@ -39,7 +39,7 @@ else
 fi
 jcheck "$R" "len(r['curves']['baseline'])==$N and len(r['curves']['candidate'])==$N" "both curves have $N steps"
 jcheck "$R" "[p['ok'] for p in r['portability']]==[True,True] and all(p['restore_time_s']>0 and p['bytes']>0 for p in r['portability'])" "portability both ways, with restore time and bytes"
-jcheck "$R" "r['recovery']['ok'] and r['recovery']['final_weights_identical'] and r['recovery']['fault_step'] % 3 != 0 and r['recovery']['steps_recomputed'] >= 1 and r['recovery']['total_s'] > 0" "recovery: kill between checkpoints, recomputed steps, bit-identical"
+jcheck "$R" "r['recovery']['ok'] and r['recovery']['final_weights_identical'] and r['recovery']['fault_step'] % $RS != 0 and r['recovery']['steps_recomputed'] >= 1 and r['recovery']['total_s'] > 0" "recovery: kill between checkpoints, recomputed steps, bit-identical"
 jcheck "$R" "{p['phase'] for p in r['phases']} >= {'start-up','training','checkpoint','eval','portability','recovery'}" "every phase timed"
 jcheck "$R" "r['cost']['accepted_outcomes']==1 and r['cost']['total_cost']>0 and abs(r['cost']['cost_per_accepted_outcome']-r['cost']['total_cost'])<1e-12 and abs(sum(x['cost'] for x in r['cost']['rows'])-r['cost']['total_cost'])<1e-9 and all(x['source'] and x['date'] for x in r['cost']['rows'])" "cost rows add up, with sources"
 jcheck "$R" "r['frozen_inputs']['initial_weights_sha256'] and len(r['frozen_inputs']['dataset_sha256'])==64" "frozen input hashes"
@@ -47,8 +47,11 @@ jcheck "$R" "r['frozen_inputs']['initial_weights_sha256'] and len(r['frozen_inpu
   && echo "ok: initial weights hash is the file's" || { echo "FAIL: initial weights hash"; fail=1; }
 
 # the report portatrain accept wrote renders in headless Chromium (charts, no errors, not blank)
-PT_REPORT_JSON="$R" bash "$S/tests/test_report_chromium.sh" >"$T/chromium.log" 2>&1 \
-  && echo "ok: accept's report.html renders in Chromium" || { echo "FAIL: chromium render"; cat "$T/chromium.log"; fail=1; }
+# (release build only: Chromium is not part of what the sanitizers check)
+if [ -z "${PT_SANITIZED:-}" ]; then
+    PT_REPORT_JSON="$R" bash "$S/tests/test_report_chromium.sh" >"$T/chromium.log" 2>&1 \
+      && echo "ok: accept's report.html renders in Chromium" || { echo "FAIL: chromium render"; cat "$T/chromium.log"; fail=1; }
+fi
 
 # 2. a wrong kernel in the candidate (test-only switch) is REJECTED with the right reason
 PT_FAULT_KERNEL=rmsnorm_eps check 1 "convergence: step-0 (step 1) grad-norm rel diff" -- \
@@ -56,12 +59,12 @@ PT_FAULT_KERNEL=rmsnorm_eps check 1 "convergence: step-0 (step 1) grad-norm rel 
 jcheck "$T/w/report.json" "r['verdict']=='REJECTED' and r['cost']['accepted_outcomes']==0 and r['cost']['cost_per_accepted_outcome'] is None" "rejected: no accepted outcome, no cost per outcome"
 
 # 3. a corrupted checkpoint fails the portability step
-check 1 "portability: cpu:fp32 could not restore $BASE's checkpoint-6: .*fails its checksum" -- \
+check 1 "portability: cpu:fp32 could not restore $BASE's checkpoint-$M: .*fails its checksum" -- \
   "$B" accept --baseline $BASE --candidate cpu:fp32 $A --baseline-run "$T/a/baseline" --output-dir "$T/c" --test-fault corrupt-checkpoint
 jcheck "$T/c/report.json" "r['verdict']=='REJECTED' and not r['portability'][0]['ok'] and r['convergence']['verdict']=='ACCEPTED'" "only portability failed"
-cmp -s "$T/a/baseline/checkpoint-6/rank00000.safetensors" "$T/c/baseline/checkpoint-6/rank00000.safetensors" \
+cmp -s "$T/a/baseline/checkpoint-$M/rank00000.safetensors" "$T/c/baseline/checkpoint-$M/rank00000.safetensors" \
   && echo "ok: the baseline's own checkpoint is untouched" || { echo "FAIL: baseline checkpoint changed"; fail=1; }
-"$B" ckpt verify "$T/a/baseline/checkpoint-6" >/dev/null 2>&1 && echo "ok: baseline checkpoint still verifies" || { echo "FAIL: ckpt verify"; fail=1; }
+"$B" ckpt verify "$T/a/baseline/checkpoint-$M" >/dev/null 2>&1 && echo "ok: baseline checkpoint still verifies" || { echo "FAIL: ckpt verify"; fail=1; }
 
 # 4. mismatched frozen inputs are refused (exit 2), naming the field
 check 2 "verdict: REFUSED (frozen input learning_rate differs" -- \
@@ -82,7 +85,7 @@ check 2 "no metrics.jsonl" -- "$B" accept --baseline cpu-ref --candidate cpu --b
 # 6. killing the suite kills its runs: no orphan training process survives accept
 ( exec "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 --steps 400 --output-dir "$T/k" --quiet ) >/dev/null 2>&1 &
 apid=$!
-for _ in $(seq 1 100); do [ -s "$T/k/baseline/metrics.jsonl" ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ -s "$T/k/baseline/metrics.jsonl" ] && break; sleep 0.1; done
 kill -KILL "$apid"; wait "$apid" 2>/dev/null
 sleep 1
 if pgrep -f -- "--output-dir $T/k/" >/dev/null; then
