@@ -50,6 +50,11 @@ check 'line "$tmp/rb" 6 | grep -q "\"rolled_back_from\": 7" && line "$tmp/rb" 7 
 check '[ "$(wc -l < "$tmp/rb/metrics.jsonl")" = 30 ]' "rollback: metrics.jsonl is not one line per step"
 # a deterministic fault: rollback + skip must end bit-identical to skipping directly
 check 'cmp -s "$tmp/rb/model.safetensors" "$tmp/skip/model.safetensors"' "rollback: weights differ from the skip run's"
+# a transient fault (a NaN weight once, bypassing detection, then NaN loss at step 9): the rollback
+# to checkpoint-5 replays cleanly and the run ends bit-identical to the clean run, no batch lost
+run "$tmp/rbt" --save-steps 5 --nan-policy rollback --inject nan:step=8:target=weights 2>"$tmp/rbt.err"; rc=$?
+check '[ $rc -eq 0 ] && grep -q "step 9: .*rolled back to step 5" "$tmp/rbt.err" && ! grep -q skipped "$tmp/rbt/metrics.jsonl"' "rollback (transient): ($rc) $(cat "$tmp/rbt.err")"
+check 'cmp -s "$tmp/rbt/model.safetensors" "$tmp/ref/model.safetensors"' "rollback (transient): weights differ from the clean run"
 run "$tmp/rbmax" --save-steps 5 --nan-policy rollback --nan-max-count 1 --inject nan:step=7,nan:step=12 2>"$tmp/rbmax.err"; rc=$?
 check '[ $rc -eq 3 ] && grep -q "step 12:.*nan-max-count 1" "$tmp/rbmax.err"' "rollback: --nan-max-count not enforced ($rc)"
 
