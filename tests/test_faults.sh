@@ -4,6 +4,7 @@
 # and a full disk during a save; with and without --supervise.
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
+export OMP_NUM_THREADS=1  # a 2-layer fixture: threads only add contention on a shared machine
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; checks=0
 check() { checks=$((checks+1)); if eval "$1"; then :; else echo "FAIL: $2"; fails=$((fails+1)); fi; }
