@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,8 @@ static void help(void) {
            "       portatrain ckpt verify DIR\n"
            "       portatrain ckpt bench --config CONFIG.json --output-dir DIR [--reps N]\n\n"
            "inspect prints a checkpoint's step, training state, files and tensors; verify checks every\n"
-           "tensor slice against its checksum and that every tensor is fully covered (exit 1 if not).\n"
+           "tensor slice against its checksum, that every tensor is fully covered and that every value is\n"
+           "finite (no NaN/Inf weights or moments); exit 1 if not.\n"
            "DIR may be a checkpoint directory or an output dir (its `latest` checkpoint is used).\n"
            "bench saves and restores the full training state (weights + AdamW moments) of a randomly\n"
            "initialised model of CONFIG N times and prints save and restore GB/s (restore reads cold:\n"
@@ -66,6 +68,32 @@ static void evict_dir(const char *dir) {
         free(p);
     }
     closedir(d);
+}
+
+// Every tensor value finite (a checkpoint must never hold NaN/Inf weights or
+// moments; the trainer refuses to write one, this checks one on disk).
+static int verify_finite(ckpt *c) {
+    cJSON *d = ckpt_describe(c);
+    const cJSON *it;
+    int rc = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(d, "tensors")) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring;
+        int64_t shape[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS] = {0}, n = 1;
+        const int nd = ckpt_tensor_shape(c, name, shape);
+        for (int k = 0; k < nd; k++) n *= shape[k];
+        float *buf = pt_malloc(sizeof(float) * (size_t)(n ? n : 1));
+        rc = ckpt_read(c, name, nd, off, shape, buf);
+        for (int64_t i = 0; !rc && i < n; i++)
+            if (!isfinite(buf[i])) {
+                pt_set_error("%s: tensor \"%s\" holds a non-finite value (%g at element %lld)", ckpt_dir(c), name,
+                             buf[i], (long long)i);
+                rc = -1;
+            }
+        free(buf);
+        if (rc) break;
+    }
+    cJSON_Delete(d);
+    return rc;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -158,8 +186,9 @@ int cmd_ckpt(int argc, char **argv) {
     int rc = 0;
     if (!strcmp(sub, "verify")) {
         double t0 = pt_now_s();
-        if (ckpt_verify(c) != 0) rc = cli_fail();
-        else printf("%s: OK (step %ld, verified in %.3f s)\n", ckpt_dir(c), ckpt_step(c), pt_now_s() - t0);
+        if (ckpt_verify(c) != 0 || verify_finite(c) != 0) rc = cli_fail();
+        else printf("%s: OK (step %ld, checksums and finite values verified in %.3f s)\n", ckpt_dir(c), ckpt_step(c),
+                    pt_now_s() - t0);
     } else {
         cJSON *d = ckpt_describe(c);
         if (json) {

@@ -1,7 +1,9 @@
 // portatrain train: Hugging Face TrainingArguments-style flags.
 #include "cli/cli.h"
 #include "harness/supervisor.h"
+#include "train/faults.h"
 #include "train/trainer.h"
+#include "util/common.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -29,13 +31,24 @@ static void help(void) {
            "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
            "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
            "  --quiet                            no progress output\n"
+           "  --nan-policy stop|skip|rollback    on a non-finite loss or grad norm (checked every step before\n"
+           "                                     the update): stop with exit 3 (default), skip the batch (no\n"
+           "                                     update, logged \"skipped\": true), or restore the newest valid\n"
+           "                                     checkpoint and replay, skipping that batch if it fails again\n"
+           "  --nan-max-count N                  skip/rollback handle at most N non-finite steps, then stop (3)\n"
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
            "  --hang-timeout S                   no step progress for S seconds = hung worker (60)\n"
-           "  --inject kill:step=S[,...]         test faults (with --supervise); each fires once\n\n"
+           "  --inject SPEC[,SPEC...]            test-only faults, each fires once (docs/RECOVERY.md):\n"
+           "                                     kill:step=S[:phase=save], hang:step=S, nan:step=S[:target=grad\n"
+           "                                     |weights], corrupt-checkpoint:step=S, enospc:step=S; S may be\n"
+           "                                     random (PT_INJECT_SEED); hang needs --supervise\n\n"
            "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
-           "model (config.json + model.safetensors) into OUTPUT.\n");
+           "model (config.json + model.safetensors) into OUTPUT.\n"
+           "Exit status: 0 done, 1 error (a failed checkpoint save keeps the previous one), 2 usage,\n"
+           "3 stopped on a non-finite loss/gradient or refused to save non-finite weights (not retried by\n"
+           "--supervise).\n");
 }
 
 // --supervise: strip the supervisor's flags and hand the rest to pt_supervise,
@@ -63,9 +76,12 @@ static int supervise(int argc, char **argv) {
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
     mkdir(so.output_dir, 0777);
+    pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps);
     const int rc = pt_supervise(&so, n, w);
     free(w);
-    return rc == 0 ? 0 : cli_fail();
+    if (rc == 0) return 0;
+    cli_fail();
+    return rc == PT_SUPERVISE_NONFINITE ? 3 : 1;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -73,6 +89,8 @@ int cmd_train(int argc, char **argv) {
         if (!strcmp(argv[i], "--supervise")) return supervise(argc, argv);
     pt_train_args a;
     pt_train_args_defaults(&a);
+    pt_fault faults[64];
+    int n_faults = 0;
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *o;
@@ -106,8 +124,32 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--save-steps")) a.save_steps = argp_int(&p);
         else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int(&p);
         else if (!strcmp(o, "--resume-from-checkpoint")) a.resume_from_checkpoint = argp_value(&p);
+        else if (!strcmp(o, "--nan-policy")) {
+            const char *v = argp_value(&p);
+            if (!strcmp(v, "stop")) a.nan_policy = PT_NAN_STOP;
+            else if (!strcmp(v, "skip")) a.nan_policy = PT_NAN_SKIP;
+            else if (!strcmp(v, "rollback")) a.nan_policy = PT_NAN_ROLLBACK;
+            else return cli_usage_error("train", "--nan-policy must be stop, skip or rollback");
+        }
+        else if (!strcmp(o, "--nan-max-count")) {
+            a.nan_max_count = (int)argp_int(&p);
+            if (a.nan_max_count < 0) return cli_usage_error("train", "--nan-max-count must be >= 0");
+        }
+        else if (!strcmp(o, "--inject")) {  // without --supervise: armed in this process
+            if (pt_fault_parse(argp_value(&p), faults, 64, &n_faults) != 0) return cli_fail();
+        }
         else return argp_unknown(&p, o);
     }
-    if (pt_train(&a) != 0) return cli_fail();
-    return 0;
+    if (n_faults) {
+        pt_fault_resolve_random(faults, n_faults, a.max_steps);
+        for (int i = 0; i < n_faults; i++) {
+            if (faults[i].kind == PT_FAULT_HANG)
+                return cli_usage_error("train", "--inject hang needs --supervise (nothing would end the hang)");
+            pt_fault_arm(&faults[i]);
+        }
+    }
+    const int rc = pt_train(&a);
+    if (rc == 0) return 0;
+    cli_fail();
+    return rc == PT_TRAIN_NONFINITE ? 3 : 1;
 }

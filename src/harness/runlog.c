@@ -55,6 +55,10 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         }
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step");
         const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped"))) {  // --nan-policy skip: no update
+            cJSON_Delete(o);
+            continue;
+        }
         if (!cJSON_IsNumber(s) || !cJSON_IsNumber(lo)) {
             pt_set_error("%s:%d: needs numeric \"step\" and \"loss\"", path, line);
             cJSON_Delete(o); free(text); return -1;

@@ -22,19 +22,7 @@ static double now_s(void) {
 }
 
 int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", spec);
-    for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
-        int kind;
-        if (!strncmp(f, "kill:", 5)) kind = strstr(f, "phase=save") ? PT_FAULT_KILL_SAVE : PT_FAULT_KILL;
-        else if (!strncmp(f, "hang:", 5)) kind = PT_FAULT_HANG;
-        else { pt_set_error("--inject %s: only kill and hang faults are supported yet", f); return -1; }
-        const char *s = strstr(f, "step=");
-        if (!s || o->n_kills >= 64) { pt_set_error("--inject %s: needs step=S", f); return -1; }
-        o->kill_kind[o->n_kills] = kind;
-        o->kill_steps[o->n_kills++] = atol(s + 5);
-    }
-    return 0;
+    return pt_fault_parse(spec, o->faults, 64, &o->n_faults);
 }
 
 
@@ -107,7 +95,8 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char **argv = calloc((size_t)wargc + 4, sizeof *argv);
     for (int i = 0; i < wargc; i++) argv[i] = wargv[i];
     const double t0 = now_s();
-    int next_fault = 0, attempts = 0, restarts = 0, rc = -1;
+    int attempts = 0, restarts = 0, rc = -1;
+    bool fired[64] = {0}, armed[64];
     bool pending = false;  // a recovery waiting for the worker to reach pending_reach again
     long pending_reach = 0;
     double pending_t_fault = 0;
@@ -118,21 +107,21 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch.
         if (attempts > 1 && latest_step(o->output_dir) > 0) { argv[n++] = "--resume-from-checkpoint"; argv[n++] = "latest"; }
         argv[n] = NULL;
+        // A fault fires once: this attempt arms the unfired faults up to and
+        // including the first that ends an attempt (kill, hang, enospc); nan
+        // and corrupt-checkpoint faults don't, so they ride along with it.
+        for (int i = 0, stop = 0; i < o->n_faults; i++) {
+            armed[i] = !stop && !fired[i];
+            if (armed[i] && pt_fault_ends_attempt(o->faults[i].kind)) stop = 1;
+        }
         const double t_start = now_s();
         pid_t pid = fork();
         if (pid < 0) { pt_set_error("fork: %s", strerror(errno)); break; }
         if (pid == 0) {
             setpgid(0, 0);
-            // A fault fires once: only the next unfired one is armed for this attempt.
-            static const char *const vars[] = {"PT_FAULT_KILL_AFTER_STEP", "PT_FAULT_KILL_IN_SAVE_STEP",
-                                               "PT_FAULT_HANG_AFTER_STEP"};
-            for (int v = 0; v < 3; v++) unsetenv(vars[v]);
-            unsetenv("PT_CKPT_CRASH_AT");
-            if (next_fault < o->n_kills) {
-                char s[32];
-                snprintf(s, sizeof s, "%ld", o->kill_steps[next_fault]);
-                setenv(vars[o->kill_kind[next_fault]], s, 1);
-            }
+            pt_fault_disarm_all();
+            for (int i = 0; i < o->n_faults; i++)
+                if (armed[i]) pt_fault_arm(&o->faults[i]);
             execv("/proc/self/exe", argv);
             _exit(127);
         }
@@ -177,15 +166,33 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         const double t_down = now_s();
         if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) { rc = 0; break; }
         const bool killed = !hung && WIFSIGNALED(st);
+        const bool nonfinite = !hung && WIFEXITED(st) && WEXITSTATUS(st) == 3;
+        // The armed faults the worker reached fired (a fault of step S fires at
+        // step S, or during it: a kill in the save or a nan stop leave S-1 logged).
+        long fault_step = -1;
+        const char *injected = NULL;
+        for (int i = 0; i < o->n_faults; i++)
+            if (armed[i] && o->faults[i].step <= seen + 1) {
+                fired[i] = true;
+                if (pt_fault_ends_attempt(o->faults[i].kind) || fault_step < 0) {
+                    fault_step = o->faults[i].step;
+                    injected = pt_fault_name(o->faults[i].kind);
+                }
+            }
+        const char *fault = hung ? "hang" : killed ? "kill" : nonfinite ? "nonfinite" : "exit";
         fprintf(ev, "{\"event\": \"detected\", \"time\": %.6f, \"attempt\": %d, \"fault\": \"%s\", \"step\": %ld, "
-                "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d}\n",
-                t_det, attempts, hung ? "hang" : killed ? "kill" : "exit", seen, t_det - t_seen,
-                killed ? WTERMSIG(st) : 0, !hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+                "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d, \"injected\": \"%s\"}\n",
+                t_det, attempts, fault, seen, t_det - t_seen, killed ? WTERMSIG(st) : 0,
+                !hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1, injected ? injected : "");
         fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
                 t_down, t_down - t_det, orphans);
         fflush(ev);
-        long fault_step = -1;
-        if ((killed || hung) && next_fault < o->n_kills) fault_step = o->kill_steps[next_fault++];
+        if (nonfinite) {  // deterministic: a restart would replay the same batch and stop again
+            pt_set_error("worker stopped on a non-finite loss or gradient after step %ld (exit 3); not restarting "
+                         "(a restart replays the same batch; see --nan-policy skip|rollback)", seen);
+            rc = PT_SUPERVISE_NONFINITE;
+            break;
+        }
         if (restarts >= o->max_restarts) {
             pt_set_error("worker failed %d times; giving up after --max-restarts %d", attempts, o->max_restarts);
             break;
@@ -198,7 +205,8 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         fflush(ev);
         cJSON *r = cJSON_CreateObject();
         const long restored = latest_step(o->output_dir);
-        cJSON_AddStringToObject(r, "fault", hung ? "hang" : killed ? "kill" : "exit");
+        cJSON_AddStringToObject(r, "fault", fault);
+        if (injected) cJSON_AddStringToObject(r, "injected", injected);
         cJSON_AddNumberToObject(r, "rank", 0);
         cJSON_AddNumberToObject(r, "fault_step", (double)(fault_step >= 0 ? fault_step : seen));
         cJSON_AddNumberToObject(r, "detect_s", t_det - t_seen);

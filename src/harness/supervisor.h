@@ -2,8 +2,7 @@
 // group, restarts it from the newest valid checkpoint after a death, and logs
 // events.jsonl + recovery.json into the output directory.
 #pragma once
-
-enum { PT_FAULT_KILL = 0, PT_FAULT_KILL_SAVE = 1, PT_FAULT_HANG = 2 };
+#include "train/faults.h"
 
 typedef struct {
     int max_restarts;        // bounded retries (default 3)
@@ -11,12 +10,15 @@ typedef struct {
     double hang_timeout;     // seconds without step progress before a worker counts as hung (0: off)
     long max_steps;          // for goodput: steps 1..max_steps count as productive
     const char *output_dir;  // where events.jsonl and recovery.json go
-    long kill_steps[64];     // kill:step=S faults, each fires once
-    int kill_kind[64];       // PT_FAULT_*
-    int n_kills;
+    pt_fault faults[64];     // --inject faults (train/faults.h), each fires once
+    int n_faults;
 } pt_supervise_opts;
 
-// Parses "kill:step=S[,kill:rank=0:step=S...]"; only kill faults for now.
+// Parses --inject "kill:step=S[,hang:step=S,nan:step=S,...]" (train/faults.h).
 int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec);
 // worker_argv: the train argv (without supervisor flags), NULL-terminated.
+// Returns 0 (completed), -1 (gave up; error set) or PT_SUPERVISE_NONFINITE
+// when the worker stopped on a non-finite loss/gradient (exit 3): that is
+// deterministic, so it is not retried.
+#define PT_SUPERVISE_NONFINITE 3
 int pt_supervise(const pt_supervise_opts *o, int worker_argc, char **worker_argv);

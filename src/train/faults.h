@@ -1,11 +1,63 @@
-// Test-only fault hooks the supervisor arms through the environment
-// (each variable names one step; the supervisor never re-arms a fired fault):
-//   PT_FAULT_KILL_AFTER_STEP=S     SIGKILL right after step S is logged
-//   PT_FAULT_HANG_AFTER_STEP=S     stop making progress after step S (sleeps)
-//   PT_FAULT_KILL_IN_SAVE_STEP=S   SIGKILL inside the checkpoint save of step S
+// Test-only fault hooks. `train --inject SPEC[,SPEC...]` arms them through
+// environment variables (the supervisor arms them per worker attempt and never
+// re-arms one that fired; without --supervise they are armed in-process).
+// Each variable holds a comma-separated list of 1-based steps:
+//   PT_FAULT_KILL_AFTER_STEP     kill:step=S               SIGKILL right after step S is logged
+//   PT_FAULT_KILL_IN_SAVE_STEP   kill:step=S:phase=save    SIGKILL inside the checkpoint save of step S
+//   PT_FAULT_HANG_AFTER_STEP     hang:step=S               stop making progress after step S (sleeps)
+//   PT_FAULT_NAN_STEP            nan:step=S                after backward of step S: one gradient value and
+//                                                          the loss become NaN (every time step S is computed
+//                                                          in the process: a "bad batch", so replays see it too)
+//   PT_FAULT_NAN_GRAD_STEP       nan:step=S:target=grad    only a gradient value (loss stays finite)
+//   PT_FAULT_NAN_WEIGHTS_STEP    nan:step=S:target=weights one master weight becomes NaN after the update of
+//                                                          step S, bypassing detection (tests the save guard)
+//   PT_FAULT_CORRUPT_CKPT_STEP   corrupt-checkpoint:step=S after checkpoint S is committed, flip bytes in its
+//                                                          tensor file (resume must detect it and fall back)
+//   PT_FAULT_ENOSPC_STEP         enospc:step=S             the save of step S fails with ENOSPC partway
+// step=random picks a step in [1, --max-steps] from PT_INJECT_SEED (or the
+// clock); the choice is printed.
 #pragma once
+#include <stdbool.h>
+#include <stdint.h>
 
-// Before the checkpoint save of 1-based step `step`.
+#include "model/qwen3.h"
+
+typedef enum {
+    PT_FAULT_KILL,
+    PT_FAULT_KILL_SAVE,
+    PT_FAULT_HANG,
+    PT_FAULT_NAN,
+    PT_FAULT_NAN_GRAD,
+    PT_FAULT_NAN_WEIGHTS,
+    PT_FAULT_CORRUPT_CKPT,
+    PT_FAULT_ENOSPC,
+    PT_FAULT_NKINDS
+} pt_fault_kind;
+
+typedef struct {
+    int kind;   // pt_fault_kind
+    long step;  // 1-based; -1 = random until pt_fault_resolve_random
+} pt_fault;
+
+const char *pt_fault_env_var(int kind);
+const char *pt_fault_name(int kind);  // kill, kill-save, hang, nan, ...
+// Faults that end the worker attempt by themselves (kill, hang, enospc); the
+// others (nan, corrupt-checkpoint) are armed together with the next one.
+bool pt_fault_ends_attempt(int kind);
+// Parses "kill:step=S,hang:step=S,nan:step=S:target=grad,..." (appends to f).
+int pt_fault_parse(const char *spec, pt_fault *f, int max, int *n);
+// Replaces step=random with a step in [1, max_steps].
+void pt_fault_resolve_random(pt_fault *f, int n, long max_steps);
+// Appends the fault's step to its environment variable.
+void pt_fault_arm(const pt_fault *f);
+void pt_fault_disarm_all(void);
+
+// Hooks (1-based step).
 void pt_fault_before_save(long step);
+void pt_fault_after_save(long step, const char *checkpoint_dir);
+// After the backward pass, before the non-finite check; may poison *loss and a gradient.
+void pt_fault_after_backward(long step, qwen3_model *m, double *loss);
+// After the optimizer update.
+void pt_fault_after_update(long step, qwen3_model *m);
 // After step `step` is fully logged.
 void pt_fault_after_step(long step);

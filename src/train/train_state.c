@@ -2,6 +2,7 @@
 #include "util/common.h"
 #include "util/hash.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,35 @@ void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[6
 
 static const char *GROUPS[3] = {"model/", "optim/exp_avg/", "optim/exp_avg_sq/"};
 
+// The first tensor of weights/moments holding a NaN or Inf, or -1. One fp64
+// sum of squares per buffer (as cheap as the grad-norm pass, far cheaper than
+// the save); per tensor only to name the culprit.
+static int first_nonfinite(const qwen3_model *m, const real_t *const bufs[3], int *group) {
+    for (int g = 0; g < 3; g++) {
+        double ss = 0;
+        m->be->sum_squares(m->be, &ss, bufs[g], m->num_params);
+        if (isfinite(ss)) continue;
+        *group = g;
+        for (int i = 0; i < m->num_tensors; i++) {
+            double ts = 0;
+            m->be->sum_squares(m->be, &ts, bufs[g] + m->tensors[i].offset, m->tensors[i].numel);
+            if (!isfinite(ts)) return i;
+        }
+        return 0;
+    }
+    return -1;
+}
+
 int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m, const pt_adamw *opt,
                         const cJSON *state, int keep_last, ckpt_save_stats *stats) {
     const size_t np = m->num_params;
     const real_t *bufs[3] = {m->params, opt->m, opt->v};
+    int bad_group = 0, bad = first_nonfinite(m, bufs, &bad_group);
+    if (bad >= 0) {
+        pt_set_error("refusing to save checkpoint %ld: %s%s holds non-finite values (NaN/Inf); nothing was written",
+                     step, GROUPS[bad_group], m->tensors[bad].name);
+        return PT_SAVE_NONFINITE;
+    }
     // Host-memory backends are written straight from their buffers; others
     // are staged through one host copy.
     float *host = NULL;

@@ -17,6 +17,9 @@ typedef struct {
 void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[65]);
 
 // Saves params + AdamW moments + `state` as checkpoint `step` under output_dir.
+// Refuses (returns PT_SAVE_NONFINITE, writes nothing) when the weights or
+// moments hold a NaN/Inf; -1 on other errors.
+#define PT_SAVE_NONFINITE (-2)
 int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m, const pt_adamw *opt,
                         const cJSON *state, int keep_last, ckpt_save_stats *stats);
 // Loads params and AdamW moments from an opened checkpoint into m/opt (any

@@ -32,6 +32,8 @@ void pt_train_args_defaults(pt_train_args *a) {
     a->lr_scheduler_type = "linear";
     a->logging_steps = 10;
     a->seed = 42;
+    a->nan_policy = PT_NAN_STOP;
+    a->nan_max_count = 3;
 }
 
 static cJSON *args_json(const pt_train_args *a) {
@@ -59,6 +61,9 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
     cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
     cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
+    static const char *const pol[] = {"stop", "skip", "rollback"};
+    cJSON_AddStringToObject(r, "nan_policy", pol[a->nan_policy]);
+    cJSON_AddNumberToObject(r, "nan_max_count", a->nan_max_count);
     return r;
 }
 
@@ -219,6 +224,47 @@ static FILE *open_metrics(const char *path, long keep_steps, const char *ckpt_re
     return rc ? NULL : fopen(path, "a");
 }
 
+// A metrics value: %.17g, or null for NaN/Inf (not JSON numbers).
+static const char *jnum(char buf[32], double v) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, 32, "%.17g", v);
+    return buf;
+}
+
+// --nan-policy rollback: restores the newest valid checkpoint in-process and
+// truncates metrics.jsonl to it. Returns the restored step, 0 when there is
+// no checkpoint to go back to (nothing changed), -1 on error (the model may be
+// partly restored: the caller must stop).
+static long rollback(const pt_train_args *a, long fault_step, qwen3_model *m, pt_adamw *opt, pt_run_hashes *h,
+                     int rows_per_step, const pt_loader *loader, const char *mpath, FILE **metrics) {
+    char *lp = pt_path_join(a->output_dir, "latest");
+    const bool any = pt_file_exists(lp);
+    free(lp);
+    if (!any) return 0;
+    ckpt *c = ckpt_open_resume(a->output_dir, "latest");
+    if (!c) return 0;
+    if (ckpt_step(c) >= fault_step) {  // a stale checkpoint of another run in this output dir
+        pt_warn("%s is not older than step %ld; not rolling back to it", ckpt_dir(c), fault_step);
+        ckpt_close(c);
+        return 0;
+    }
+    const long back = resume(c, a, m, opt, h, rows_per_step, loader);
+    if (back < 0) {
+        ckpt_close(c);
+        return -1;
+    }
+    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ckpt_state(c), "metrics_record");
+    fclose(*metrics);
+    *metrics = open_metrics(mpath, back, cJSON_IsString(mr) ? mr->valuestring : NULL);
+    if (!a->quiet) pt_info("rolled back to %s", ckpt_dir(c));
+    ckpt_close(c);
+    if (!*metrics) {
+        pt_set_error("%s: cannot reopen after the rollback: %s", mpath, strerror(errno));
+        return -1;
+    }
+    return back;
+}
+
 int pt_train(const pt_train_args *a) {
     pt_lr_schedule sched;
     if (validate(a, &sched) != 0) return -1;
@@ -301,6 +347,12 @@ int pt_train(const pt_train_args *a) {
                 a->max_steps);
     const double t_start = pt_now_s();
     double loss_first = NAN, loss_last = NAN, loss_min = INFINITY;
+    // Non-finite steps (--nan-policy, docs/RECOVERY.md): how many were
+    // handled, and the steps that caused a rollback (skipped if they fail again).
+    static const char *const policy_name[] = {"stop", "skip", "rollback"};
+    int nan_handled = 0, n_rolled = 0;
+    long rolled[64], rb_first = -1, rb_from = 0;
+    double rb_time = 0;
     for (long step = start_step; step < a->max_steps; step++) {
         const double t0 = pt_now_s();
         int row_len = T;
@@ -318,29 +370,82 @@ int pt_train(const pt_train_args *a) {
                 goto done;
             loss_sum += ls;
         }
-        const double loss = step_targets > 0 ? loss_sum / (double)step_targets : 0.0;
+        double loss = step_targets > 0 ? loss_sum / (double)step_targets : 0.0;
+        pt_fault_after_backward(step + 1, &model, &loss);  // test-only nan:step=S
         const double gnorm = pt_grad_global_norm(&model);
+        // Checked before the update, so the weights never become non-finite.
+        const char *skip_reason = NULL;
         if (!isfinite(loss) || !isfinite(gnorm)) {
-            pt_set_error("step %ld: non-finite loss (%g) or gradient norm (%g); stopping before the update", step + 1,
-                         loss, gnorm);
-            goto done;
+            const char *what = !isfinite(loss) ? "loss" : "gradient norm";
+            skip_reason = !isfinite(loss) ? "nonfinite_loss" : "nonfinite_grad_norm";
+            bool again = false;  // this step already caused a rollback: skip it now
+            for (int i = 0; i < n_rolled; i++) again |= rolled[i] == step + 1;
+            if (a->nan_policy == PT_NAN_STOP || (!again && nan_handled >= a->nan_max_count)) {
+                if (a->nan_policy == PT_NAN_STOP)
+                    pt_set_error("step %ld: non-finite %s (loss %g, grad norm %g) before the optimizer step; stopped "
+                                 "(--nan-policy stop): no update and no checkpoint after step %ld", step + 1, what,
+                                 loss, gnorm, step);
+                else
+                    pt_set_error("step %ld: non-finite %s (loss %g, grad norm %g); --nan-max-count %d non-finite "
+                                 "steps already handled (--nan-policy %s), stopped before the update", step + 1,
+                                 what, loss, gnorm, a->nan_max_count, policy_name[a->nan_policy]);
+                rc = PT_TRAIN_NONFINITE;
+                goto done;
+            }
+            if (!again) nan_handled++;
+            if (a->nan_policy == PT_NAN_ROLLBACK && !again) {
+                const double tr = pt_now_s();
+                if (n_rolled < 64) rolled[n_rolled++] = step + 1;
+                const long back = rollback(a, step + 1, &model, &opt, &hashes, B * accum, loader, mpath, &metrics);
+                if (back < 0) {
+                    pt_prefix_error("step %ld: rollback after a non-finite %s failed: ", step + 1, what);
+                    goto done;
+                }
+                if (back > 0) {
+                    pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); rolled back to step %ld (%d of "
+                            "--nan-max-count %d); the batch of step %ld is skipped if it fails again",
+                            step + 1, what, loss, gnorm, back, nan_handled, a->nan_max_count, step + 1);
+                    rb_first = back;
+                    rb_from = step + 1;
+                    rb_time = pt_now_s() - tr;
+                    step = back - 1;  // the loop's step++ continues at checkpoint step + 1
+                    continue;
+                }
+                pt_warn("step %ld: non-finite %s and no checkpoint to roll back to; skipping the batch instead "
+                        "(the weights are those of step %ld either way)", step + 1, what, step);
+            } else if (again) {
+                pt_warn("step %ld: non-finite %s again after the rollback; batch skipped, no update", step + 1, what);
+            } else {
+                pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); batch skipped, no update (--nan-policy "
+                        "%s, %d of --nan-max-count %d)", step + 1, what, loss, gnorm, policy_name[a->nan_policy],
+                        nan_handled, a->nan_max_count);
+            }
         }
-        pt_clip_grads(&model, gnorm, a->max_grad_norm);
         const double lr = a->learning_rate * pt_lr_multiplier(sched, step, a->warmup_steps, a->max_steps);
-        pt_adamw_hparams h = {(float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                              (float)a->weight_decay};
-        pt_adamw_step(&opt, &h);
+        if (!skip_reason) {
+            pt_clip_grads(&model, gnorm, a->max_grad_norm);
+            pt_adamw_hparams h = {(float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
+                                  (float)a->weight_decay};
+            pt_adamw_step(&opt, &h);
+            pt_fault_after_update(step + 1, &model);  // test-only nan:step=S:target=weights
+        }
         be->synchronize(be);
         const double dt = pt_now_s() - t0;
         const long tokens = (long)(rows * (size_t)row_len);
         // The step's record is written only after its checkpoint (if any) is
         // safe; the record also travels in the checkpoint so a crash between the
         // save and this write loses no line (open_metrics restores it).
-        char rec[1024];
+        char rec[1024], lb[32], gb[32];
         int rl = snprintf(rec, sizeof rec,
-                          "{\"step\": %ld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"tokens\": %ld, "
+                          "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %.17g, \"tokens\": %ld, "
                           "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
-                          step + 1, loss, gnorm, lr, tokens, dt, tokens / dt, flops_tok * tokens / dt);
+                          step + 1, jnum(lb, loss), jnum(gb, gnorm), lr, tokens, dt, tokens / dt,
+                          flops_tok * tokens / dt);
+        if (skip_reason)
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"skipped\": true, \"reason\": \"%s\"", skip_reason);
+        if (step == rb_first)
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"rolled_back_from\": %ld, \"rollback_restore_time_s\": %.6f",
+                           rb_from, rb_time);
         if (a->padded)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"padding_fraction\": %.6f, \"row_len\": %d",
                            pt_loader_last_padding_fraction(loader), row_len);
@@ -358,17 +463,21 @@ int pt_train(const pt_train_args *a) {
             if (src != 0) {
                 fprintf(metrics, "%s}\n", rec);
                 pt_prefix_error("step %ld: the previous checkpoint is kept; ", step + 1);
+                if (src == PT_SAVE_NONFINITE) rc = PT_TRAIN_NONFINITE;
                 goto done;
             }
+            pt_fault_after_save(step + 1, ss.path);  // test-only corrupt-checkpoint:step=S
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_time_s\": %.6f, \"save_bytes\": %llu, \"save_gb_per_s\": %.4f",
                            ss.seconds, (unsigned long long)ss.bytes, ss.gb_per_s);
         }
         fprintf(metrics, "%s}\n", rec);
         fflush(metrics);
         pt_fault_after_step(step + 1);  // test-only faults (train/faults.h)
-        if (step == start_step) loss_first = loss;
-        loss_last = loss;
-        if (loss < loss_min) loss_min = loss;
+        if (!skip_reason) {
+            if (isnan(loss_first)) loss_first = loss;
+            loss_last = loss;
+            if (loss < loss_min) loss_min = loss;
+        }
         const double elapsed = pt_now_s() - t_start;
         const double eta = elapsed / (step + 1 - start_step) * (a->max_steps - step - 1);
         char etab[32];
@@ -384,6 +493,16 @@ int pt_train(const pt_train_args *a) {
         }
     }
     if (tty) fprintf(stderr, "\r\033[K");
+    {  // never publish non-finite final weights (the checkpoint save has the same guard)
+        double ss = 0;
+        be->sum_squares(be, &ss, model.params, model.num_params);
+        if (!isfinite(ss)) {
+            pt_set_error("the final weights hold non-finite values (NaN/Inf); %s/model.safetensors not written",
+                         a->output_dir);
+            rc = PT_TRAIN_NONFINITE;
+            goto done;
+        }
+    }
     if (hf_model_save(&model, a->output_dir, "float32", 0) != 0) goto done;
     if (!a->quiet)
         pt_info("done: loss %.4f -> %.4f (min %.4f) in %.1f s; model saved to %s", loss_first, loss_last, loss_min,

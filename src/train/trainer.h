@@ -31,11 +31,19 @@ typedef struct {
     long save_steps;          // checkpoint every N optimizer steps (0: never)
     int save_total_limit;     // keep the newest K checkpoints (0: all)
     const char *resume_from_checkpoint;  // NULL, "latest" or a checkpoint dir
+    int nan_policy;           // PT_NAN_STOP (default), PT_NAN_SKIP, PT_NAN_ROLLBACK (docs/RECOVERY.md)
+    int nan_max_count;        // skip/rollback handle at most this many non-finite steps (3); then stop
 } pt_train_args;
+
+enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
+// pt_train's return value when it stopped on a non-finite loss or gradient
+// norm (the CLI exits 3, which the supervisor does not retry).
+#define PT_TRAIN_NONFINITE (-3)
 
 void pt_train_args_defaults(pt_train_args *a);
 // Runs training; writes OUTPUT/metrics.jsonl, OUTPUT/train_args.json and the
-// final HF model into OUTPUT. Returns 0 or -1 (error set).
+// final HF model into OUTPUT. Returns 0, -1 (error set) or PT_TRAIN_NONFINITE
+// (error set).
 int pt_train(const pt_train_args *a);
 
 // Per-step record (also used by tests in-process).
