@@ -27,7 +27,9 @@ static void help(void) {
            "  --logging-steps N                  progress line every N steps (10)\n"
            "  --shuffle                          shuffle rows with a seeded permutation per epoch\n"
            "  --data-mode packed|padded          packed windows (default) or one document per row\n"
-           "  --save-steps N                     checkpoint every N steps (0: never)\n"
+           "  --save-steps N|auto                checkpoint every N steps (0: never); auto: a probe save after\n"
+           "                                     5 steps, then Daly's optimum interval for --mtbf-hours\n"
+           "  --mtbf-hours H                     mean time between failures for --save-steps auto\n"
            "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
            "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
            "  --quiet                            no progress output\n"
@@ -71,12 +73,14 @@ static int supervise(int argc, char **argv) {
         } else {
             if (!strcmp(o, "--output-dir") && has_val) so.output_dir = argv[i + 1];
             if (!strcmp(o, "--max-steps") && has_val) so.max_steps = atol(argv[i + 1]);
+            if (!strcmp(o, "--mtbf-hours") && has_val) so.mtbf_hours = atof(argv[i + 1]);
             w[n++] = argv[i];
         }
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
     mkdir(so.output_dir, 0777);
     pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps);
+    pt_fault_sort(so.faults, so.n_faults);
     const int rc = pt_supervise(&so, n, w);
     free(w);
     if (rc == 0) return 0;
@@ -121,7 +125,14 @@ int cmd_train(int argc, char **argv) {
             if (!strcmp(v, "padded")) a.padded = true;
             else if (strcmp(v, "packed")) return cli_usage_error("train", "--data-mode must be packed or padded");
         }
-        else if (!strcmp(o, "--save-steps")) a.save_steps = argp_int(&p);
+        else if (!strcmp(o, "--save-steps")) {
+            const char *v = argp_value(&p);
+            char *end;
+            if (!strcmp(v, "auto")) a.save_steps = PT_SAVE_STEPS_AUTO;
+            else if ((a.save_steps = strtol(v, &end, 10)) < 0 || *end || end == v)
+                return cli_usage_error("train", "--save-steps must be a number >= 0 or auto (got '%s')", v);
+        }
+        else if (!strcmp(o, "--mtbf-hours")) a.mtbf_hours = argp_double(&p);
         else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int(&p);
         else if (!strcmp(o, "--resume-from-checkpoint")) a.resume_from_checkpoint = argp_value(&p);
         else if (!strcmp(o, "--nan-policy")) {

@@ -2,6 +2,7 @@
 #include "harness/supervisor.h"
 #include "util/common.h"
 #include "util/json.h"
+#include "train/ckpt_interval.h"
 
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -75,6 +76,36 @@ static double productive_s(const char *dir, long max_steps) {
     return sum;
 }
 
+// Young/Daly advice from the run's own measurements: mean save time over the
+// checkpoint steps and mean step time (metrics.jsonl), for the given MTBF.
+static cJSON *interval_advice(const char *dir, double mtbf_hours) {
+    char path[4096], line[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    double save_sum = 0, step_sum = 0;
+    long n_save = 0, n_step = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *st = strstr(line, "\"step_time_s\": "), *sv = strstr(line, "\"save_time_s\": ");
+        if (st) { step_sum += atof(st + 15); n_step++; }
+        if (sv) { save_sum += atof(sv + 15); n_save++; }
+    }
+    fclose(f);
+    if (!n_save || !n_step) return NULL;
+    const double C = save_sum / n_save, st = step_sum / n_step, M = mtbf_hours * 3600.0;
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "mtbf_hours", mtbf_hours);
+    cJSON_AddNumberToObject(a, "mean_save_s", C);
+    cJSON_AddNumberToObject(a, "mean_step_s", st);
+    cJSON_AddNumberToObject(a, "young_s", pt_young_interval_s(C, M));
+    cJSON_AddNumberToObject(a, "daly_s", pt_daly_interval_s(C, M));
+    cJSON_AddNumberToObject(a, "daly_steps", (double)pt_daly_interval_steps(C, M, st));
+    fprintf(stderr, "supervisor: checkpoint interval advice for MTBF %g h: every %ld steps (Daly %.1f s; mean save "
+            "%.3f s over %ld saves, mean step %.3f s; --save-steps auto uses it)\n", mtbf_hours,
+            pt_daly_interval_steps(C, M, st), pt_daly_interval_s(C, M), C, n_save, st);
+    return a;
+}
+
 // Tears the worker group down: SIGTERM, a grace period, SIGKILL, then reap.
 static int teardown(pid_t pgid) {
     kill(-pgid, SIGTERM);
@@ -95,7 +126,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char **argv = calloc((size_t)wargc + 4, sizeof *argv);
     for (int i = 0; i < wargc; i++) argv[i] = wargv[i];
     const double t0 = now_s();
-    int attempts = 0, restarts = 0, rc = -1;
+    int attempts = 0, restarts = 0, streak = 0, rc = -1;
     bool fired[64] = {0}, armed[64];
     bool pending = false;  // a recovery waiting for the worker to reach pending_reach again
     long pending_reach = 0;
@@ -136,11 +167,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         double t_seen = now_s(), t_first_new = 0;
         for (;;) {
             pid_t w = waitpid(pid, &st, WNOHANG);
-            if (w == pid) {  // the last line may have landed after the previous poll
-                const long s = last_step(o->output_dir);
-                if (s != seen) { seen = s; t_seen = now_s(); }
-                break;
-            }
+            const bool exited = w == pid;  // its last line may have landed after the previous poll
             const long s = last_step(o->output_dir);
             const double t = now_s();
             if (s != seen) {
@@ -152,12 +179,14 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
                     cJSON_AddNumberToObject(r, "restore_s", t_first_new - t_start);
                     cJSON_AddNumberToObject(r, "replay_s", t - t_first_new);
                     cJSON_AddNumberToObject(r, "total_s", t - pending_t_fault);
+                    cJSON_AddBoolToObject(r, "recovered", true);
                     fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
                             t, s, t - pending_t_fault);
                     fflush(ev);
                     pending = false;
                 }
             }
+            if (exited) break;
             if (o->hang_timeout > 0 && t - t_seen > o->hang_timeout) { hung = true; break; }
             usleep(20000);
         }
@@ -197,8 +226,16 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             pt_set_error("worker failed %d times; giving up after --max-restarts %d", attempts, o->max_restarts);
             break;
         }
+        // Back-off doubles only while failures come without progress (a crash
+        // loop); a worker that got past its previous failure point starts over
+        // at --restart-backoff. Capped so a long run never sleeps for minutes.
+        if (pending) {  // the previous recovery never got back to its fault point
+            cJSON_AddBoolToObject(cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1), "recovered", false);
+            streak++;
+        } else streak = 0;
         double backoff = o->restart_backoff;
-        for (int i = 0; i < restarts; i++) backoff *= 2;
+        for (int i = 0; i < streak && backoff < PT_SUPERVISE_MAX_BACKOFF_S; i++) backoff *= 2;
+        if (backoff > PT_SUPERVISE_MAX_BACKOFF_S) backoff = PT_SUPERVISE_MAX_BACKOFF_S;
         restarts++;
         fprintf(ev, "{\"event\": \"restart\", \"time\": %.6f, \"attempt\": %d, \"backoff_s\": %.3f}\n",
                 now_s(), attempts + 1, backoff);
@@ -233,6 +270,10 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     cJSON_AddNumberToObject(sum, "productive_s", prod);
     cJSON_AddNumberToObject(sum, "goodput", wall > 0 ? prod / wall : 0);
     cJSON_AddItemToObject(sum, "recoveries", recs);
+    if (o->mtbf_hours > 0) {
+        cJSON *adv = interval_advice(o->output_dir, o->mtbf_hours);
+        if (adv) cJSON_AddItemToObject(sum, "checkpoint_interval", adv);
+    }
     cJSON_AddStringToObject(sum, "events", "events.jsonl");
     char *txt = cJSON_PrintUnformatted(sum);
     snprintf(path, sizeof path, "%s/recovery.json", o->output_dir);

@@ -10,6 +10,7 @@ typedef struct {
     double hang_timeout;     // seconds without step progress before a worker counts as hung (0: off)
     long max_steps;          // for goodput: steps 1..max_steps count as productive
     const char *output_dir;  // where events.jsonl and recovery.json go
+    double mtbf_hours;       // > 0: Young/Daly checkpoint-interval advice in recovery.json
     pt_fault faults[64];     // --inject faults (train/faults.h), each fires once
     int n_faults;
 } pt_supervise_opts;
@@ -21,4 +22,6 @@ int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec);
 // when the worker stopped on a non-finite loss/gradient (exit 3): that is
 // deterministic, so it is not retried.
 #define PT_SUPERVISE_NONFINITE 3
+// Longest restart back-off (seconds), however many failures in a row.
+#define PT_SUPERVISE_MAX_BACKOFF_S 30.0
 int pt_supervise(const pt_supervise_opts *o, int worker_argc, char **worker_argv);

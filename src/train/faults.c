@@ -62,6 +62,15 @@ int pt_fault_parse(const char *spec, pt_fault *out, int max, int *n) {
     return 0;
 }
 
+void pt_fault_sort(pt_fault *f, int n) {
+    for (int i = 1; i < n; i++)  // insertion sort: stable, n <= 64
+        for (int j = i; j > 0 && f[j - 1].step > f[j].step; j--) {
+            const pt_fault t = f[j];
+            f[j] = f[j - 1];
+            f[j - 1] = t;
+        }
+}
+
 void pt_fault_resolve_random(pt_fault *f, int n, long max_steps) {
     const char *e = getenv("PT_INJECT_SEED");
     uint64_t x = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);

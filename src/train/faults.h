@@ -39,6 +39,9 @@ typedef struct {
     long step;  // 1-based; -1 = random until pt_fault_resolve_random
 } pt_fault;
 
+// Orders faults by step (stable), so the supervisor arms them in the order a
+// run meets them whatever order --inject listed them in.
+void pt_fault_sort(pt_fault *f, int n);
 const char *pt_fault_env_var(int kind);
 const char *pt_fault_name(int kind);  // kill, kill-save, hang, nan, ...
 // Faults that end the worker attempt by themselves (kill, hang, enospc); the

@@ -1,4 +1,5 @@
 #include "train/trainer.h"
+#include "train/ckpt_interval.h"
 #include "backend/backend.h"
 #include "data/loader.h"
 #include "io/hf_model.h"
@@ -58,7 +59,9 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "seq_len", a->seq_len);
     cJSON_AddBoolToObject(r, "shuffle", a->shuffle);
     cJSON_AddStringToObject(r, "data_mode", a->padded ? "padded" : "packed");
-    cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
+    if (a->save_steps == PT_SAVE_STEPS_AUTO) cJSON_AddStringToObject(r, "save_steps", "auto");
+    else cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
+    if (a->mtbf_hours > 0) cJSON_AddNumberToObject(r, "mtbf_hours", a->mtbf_hours);
     cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
     cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
     static const char *const pol[] = {"stop", "skip", "rollback"};
@@ -87,8 +90,12 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
                      a->lr_scheduler_type);
         return -1;
     }
-    if (a->save_steps < 0 || a->save_total_limit < 0) {
-        pt_set_error("--save-steps and --save-total-limit must be >= 0");
+    if ((a->save_steps < 0 && a->save_steps != PT_SAVE_STEPS_AUTO) || a->save_total_limit < 0) {
+        pt_set_error("--save-steps and --save-total-limit must be >= 0 (or --save-steps auto)");
+        return -1;
+    }
+    if (a->save_steps == PT_SAVE_STEPS_AUTO && !(a->mtbf_hours > 0)) {
+        pt_set_error("--save-steps auto needs --mtbf-hours H (the mean time between failures it optimises for)");
         return -1;
     }
     if (*sched == LR_CONSTANT && a->warmup_steps > 0)
@@ -353,6 +360,9 @@ int pt_train(const pt_train_args *a) {
     int nan_handled = 0, n_rolled = 0;
     long rolled[64], rb_first = -1, rb_from = 0;
     double rb_time = 0;
+    // --save-steps auto: the probe save, then Daly's interval (re-estimated per save)
+    long auto_next = start_step + PT_SAVE_AUTO_PROBE, step_time_n = 0;
+    double step_time_sum = 0;
     for (long step = start_step; step < a->max_steps; step++) {
         const double t0 = pt_now_s();
         int row_len = T;
@@ -451,7 +461,10 @@ int pt_train(const pt_train_args *a) {
                            pt_loader_last_padding_fraction(loader), row_len);
         if (restore_time >= 0 && step == start_step)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"restore_time_s\": %.6f", restore_time);
-        if (a->save_steps > 0 && (step + 1) % a->save_steps == 0) {
+        const bool save_now = a->save_steps > 0 ? (step + 1) % a->save_steps == 0
+                              : a->save_steps == PT_SAVE_STEPS_AUTO && step + 1 == auto_next && step + 1 < a->max_steps;
+        if (!skip_reason && step > start_step) { step_time_sum += dt; step_time_n++; }  // the first step warms up
+        if (save_now) {
             pt_fault_before_save(step + 1);
             cJSON *st = state_json(a, &model, &opt, step + 1, &hashes, B * accum, loader);
             char closed[1100];
@@ -469,6 +482,17 @@ int pt_train(const pt_train_args *a) {
             pt_fault_after_save(step + 1, ss.path);  // test-only corrupt-checkpoint:step=S
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_time_s\": %.6f, \"save_bytes\": %llu, \"save_gb_per_s\": %.4f",
                            ss.seconds, (unsigned long long)ss.bytes, ss.gb_per_s);
+            if (a->save_steps == PT_SAVE_STEPS_AUTO) {
+                // Daly's interval from this save's cost and the mean step time so far
+                // (re-estimated at every save: disks and step times drift).
+                const double mtbf_s = a->mtbf_hours * 3600.0, st_mean = step_time_sum / (step_time_n ? step_time_n : 1);
+                const long every = pt_daly_interval_steps(ss.seconds, mtbf_s, st_mean);
+                auto_next = step + 1 + (every > 0 ? every : 1);
+                rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_interval_steps\": %ld", every);
+                pt_info("checkpoint interval: %ld steps (Daly: save %.3f s, MTBF %g h, step %.3f s; Young %.0f s); next at "
+                        "step %ld", every, ss.seconds, a->mtbf_hours, st_mean, pt_young_interval_s(ss.seconds, mtbf_s),
+                        auto_next);
+            }
         }
         fprintf(metrics, "%s}\n", rec);
         fflush(metrics);

@@ -28,7 +28,8 @@ typedef struct {
     bool shuffle;             // false (core issue semantics: sequential windows)
     bool padded;              // one document per row, bucketed lengths (else packed windows)
     bool quiet;
-    long save_steps;          // checkpoint every N optimizer steps (0: never)
+    long save_steps;          // checkpoint every N optimizer steps (0: never; PT_SAVE_STEPS_AUTO: Young/Daly)
+    double mtbf_hours;        // mean time between failures for --save-steps auto
     int save_total_limit;     // keep the newest K checkpoints (0: all)
     const char *resume_from_checkpoint;  // NULL, "latest" or a checkpoint dir
     int nan_policy;           // PT_NAN_STOP (default), PT_NAN_SKIP, PT_NAN_ROLLBACK (docs/RECOVERY.md)
@@ -36,6 +37,10 @@ typedef struct {
 } pt_train_args;
 
 enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
+// --save-steps auto: a probe checkpoint PT_SAVE_AUTO_PROBE steps into the run
+// measures the save cost; then Daly's optimum interval for --mtbf-hours.
+#define PT_SAVE_STEPS_AUTO (-1L)
+#define PT_SAVE_AUTO_PROBE 5
 // pt_train's return value when it stopped on a non-finite loss or gradient
 // norm (the CLI exits 3, which the supervisor does not retry).
 #define PT_TRAIN_NONFINITE (-3)
