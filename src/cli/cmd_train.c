@@ -42,6 +42,7 @@ static void help(void) {
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
            "  --hang-timeout S                   no step progress for S seconds = hung worker (60)\n"
+           "  --startup-timeout S                an attempt's load + restore before its first step (600)\n"
            "  --inject SPEC[,SPEC...]            test-only faults, each fires once (docs/RECOVERY.md):\n"
            "                                     kill:step=S[:phase=save], hang:step=S, nan:step=S[:target=grad\n"
            "                                     |weights], corrupt-checkpoint:step=S, enospc:step=S; S may be\n"
@@ -56,7 +57,7 @@ static void help(void) {
 // --supervise: strip the supervisor's flags and hand the rest to pt_supervise,
 // which re-executes `train` with them as the worker.
 static int supervise(int argc, char **argv) {
-    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60};
+    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60, .startup_timeout = 600};
     char **w = calloc((size_t)argc + 2, sizeof *w);
     int n = 0;
     w[n++] = "portatrain";
@@ -67,6 +68,7 @@ static int supervise(int argc, char **argv) {
         if (!strcmp(o, "--supervise")) continue;
         if (!strcmp(o, "--max-restarts") && has_val) so.max_restarts = atoi(argv[++i]);
         else if (!strcmp(o, "--hang-timeout") && has_val) so.hang_timeout = atof(argv[++i]);
+        else if (!strcmp(o, "--startup-timeout") && has_val) so.startup_timeout = atof(argv[++i]);
         else if (!strcmp(o, "--restart-backoff") && has_val) so.restart_backoff = atof(argv[++i]);
         else if (!strcmp(o, "--inject") && has_val) {
             if (pt_supervise_parse_inject(&so, argv[++i]) != 0) { free(w); return cli_fail(); }

@@ -187,7 +187,10 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
                 }
             }
             if (exited) break;
-            if (o->hang_timeout > 0 && t - t_seen > o->hang_timeout) { hung = true; break; }
+            // Until its first step an attempt is loading and restoring: that gets
+            // the start-up timeout, steps after it the (shorter) hang timeout.
+            const double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
+            if (limit > 0 && t - (t_first_new ? t_seen : t_start) > limit) { hung = true; break; }
             usleep(20000);
         }
         const double t_det = now_s();

@@ -8,6 +8,7 @@ typedef struct {
     int max_restarts;        // bounded retries (default 3)
     double restart_backoff;  // first backoff in seconds, doubled per attempt
     double hang_timeout;     // seconds without step progress before a worker counts as hung (0: off)
+    double startup_timeout;  // seconds an attempt may take to its first step (0: off)
     long max_steps;          // for goodput: steps 1..max_steps count as productive
     const char *output_dir;  // where events.jsonl and recovery.json go
     double mtbf_hours;       // > 0: Young/Daly checkpoint-interval advice in recovery.json
