@@ -5,7 +5,8 @@
 # a model dir without tokenizer are REFUSED naming the field; cpu vs cpu-ref
 # with identical inputs is accepted with the backend as an allowed difference;
 # a resumed run is compared with an uninterrupted one (exact); a run dir without
-# manifest.json falls back to train_args.json (verified false).
+# manifest.json falls back to train_args.json (verified false); an unhashable
+# frozen input fails the run with one line naming the file.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -27,7 +28,7 @@ DATA=$S/data/demo/shards/train
 "$B" init --config "$S/configs/tiny.json" --output-dir "$T/m43" --seed 43 >/dev/null 2>&1 || exit 1
 cp -r "$T/m" "$T/m-notok"
 cp "$TOK" "$T/m/"; cp "$TOK" "$T/m43/"
-F="--data $DATA --max-steps 4 --seq-len 64 --per-device-train-batch-size 4 --learning-rate 3e-3 --warmup-steps 2
+F="--data $DATA --max-steps 3 --seq-len 64 --per-device-train-batch-size 4 --learning-rate 3e-3 --warmup-steps 2
    --lr-scheduler-type cosine --weight-decay 0.1 --max-grad-norm 1.0 --seed 42 --quiet"
 train() { "$B" train $F "$@" >"$T/train.log" 2>&1 || { echo "FAIL: train $*"; cat "$T/train.log"; exit 1; }; }
 train --model "$T/m" --backend cpu --output-dir "$T/a"
@@ -44,7 +45,7 @@ expect "config sha256" '[[ "$flat" == *"\"config\":{\"name\":\"config.json\",\"b
 expect "weights sha256" '[[ "$flat" == *"\"weights\":[{\"name\":\"model.safetensors\",\"bytes\":$(stat -c %s "$T/m/model.safetensors"),\"sha256\":\"$(sha "$T/m/model.safetensors")\"}]"* ]]'
 expect "tokenizer sha256" '[[ "$flat" == *"\"tokenizer\":{\"name\":\"tokenizer.json\",\"bytes\":$(stat -c %s "$TOK"),\"sha256\":\"$(sha "$TOK")\"}"* ]]'
 expect "data shard sha256" '[[ "$flat" == *"\"data\":[{\"name\":\"shard-00000.bin\",\"bytes\":$(stat -c %s "$DATA/shard-00000.bin"),\"sha256\":\"$(sha "$DATA/shard-00000.bin")\"}]"* ]]'
-expect "seed and hyper-parameters" '[[ "$flat" == *"\"seed\":42,\"hyperparameters\":{\"learning_rate\":0.003,\"lr_scheduler_type\":\"cosine\",\"warmup_steps\":2,\"max_steps\":4,"* ]]'
+expect "seed and hyper-parameters" '[[ "$flat" == *"\"seed\":42,\"hyperparameters\":{\"learning_rate\":0.003,\"lr_scheduler_type\":\"cosine\",\"warmup_steps\":2,\"max_steps\":3,"* ]]'
 expect "platform" '[[ "$flat" == *"\"backend\":\"cpu\","*"\"precision\":\"fp32\",\"parallel\":{\"tp\":1,\"dp\":1,\"fsdp\":1},\"world_size\":1,\"ranks\":[{\"rank\":0,\"hostname\":"* ]]'
 expect "software" '[[ "$flat" == *"\"software\":{\"portatrain_version\":"*"\"git_commit\":"*"\"cjson\":"*"\"openssl\":\"OpenSSL"* ]]'
 expect "run" '[[ "$flat" == *"\"run\":{\"output_dir\":\"$T/a\","*"\"resume_from_checkpoint\":null}"* ]]'
@@ -61,10 +62,15 @@ check 2 "frozen input frozen.data[0].sha256 differs" -- "$B" compare "$T/a" "$T/
 grep -qF "frozen.data[0].bytes" "$T/out" || { echo "FAIL: data bytes difference not listed"; fail=1; }
 check 2 'frozen input frozen.tokenizer differs: {"name":"tokenizer.json"' -- "$B" compare "$T/a" "$T/notok"
 
-# a resumed continuation (killed after step 3, resumed from checkpoint-2) vs the uninterrupted run
-(PT_FAULT_KILL_AFTER_STEP=3 "$B" train $F --model "$T/m" --backend cpu --output-dir "$T/res" --save-steps 2; true) >/dev/null 2>&1
-expect "killed after step 3 with checkpoint-2" '[ "$(cat "$T/res/latest" 2>/dev/null)" = checkpoint-2 ]'
+# a frozen input that cannot be hashed fails the run with one line naming it
+cp -r "$T/m-notok" "$T/m-bad"; mkdir "$T/m-bad/tokenizer.json"
+check 1 "error: manifest: $T/m-bad/tokenizer.json: not a readable file" -- "$B" train $F --model "$T/m-bad" --backend cpu --output-dir "$T/bad"
+
+# a resumed continuation (killed after step 2, resumed from checkpoint-2) vs the uninterrupted run
+(PT_FAULT_KILL_AFTER_STEP=2 "$B" train $F --model "$T/m" --backend cpu --output-dir "$T/res" --save-steps 2; true) >/dev/null 2>&1
+expect "killed after step 2 with checkpoint-2" '[ "$(cat "$T/res/latest" 2>/dev/null)" = checkpoint-2 ]'
 train --model "$T/m" --backend cpu --output-dir "$T/res" --save-steps 2 --resume-from-checkpoint latest
+expect "the continuation really resumed" 'grep -q restore_time_s "$T/res/metrics.jsonl"'
 expect "resumed manifest names the checkpoint" 'tr -d " \n\t" <"$T/res/manifest.json" | grep -qF "\"resume_from_checkpoint\":\"latest\""'
 check 0 "allowed difference: run.resume_from_checkpoint" -- "$B" compare "$T/a" "$T/res" --profile exact
 
