@@ -23,7 +23,7 @@ PT_FAULT_KERNEL=rmsnorm_eps "$B" train $F --backend cpu --output-dir "$T/bad" >/
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/ref" "$T/cpu" --json "$T/r.json"
 grep -q '"verdict":.*"ACCEPTED"' "$T/r.json" || { echo "FAIL: --json"; fail=1; }
 check 1 "step-0 (step 1) grad-norm rel diff" -- "$B" compare "$T/ref" "$T/bad"
-check 2 "frozen input learning_rate differs" -- "$B" compare "$T/ref" "$T/lr"
+check 2 "frozen input frozen.hyperparameters.learning_rate differs" -- "$B" compare "$T/ref" "$T/lr"
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/ref" "$T/ref" --profile exact
 check 1 "verdict: REJECTED" -- "$B" compare "$T/ref" "$T/cpu" --profile exact
 check 0 "frozen inputs: unverified" -- "$B" compare "$S/tests/fixtures/compare/curve.csv" "$S/tests/fixtures/compare/curve.jsonl"

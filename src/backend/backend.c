@@ -8,6 +8,7 @@
 #if !defined(PT_BACKEND_REF_ONLY) && !defined(PT_NO_CPU_BACKEND)
 #define PT_HAVE_CPU_BACKEND 1
 pt_backend *pt_backend_cpu_create(void);
+char *openblas_get_config(void);  // OpenBLAS extension (linked with the cpu backend)
 #endif
 
 pt_backend *pt_backend_create(const char *spec) {
@@ -28,5 +29,13 @@ const char *pt_backend_list(void) {
     return "cpu-ref,cpu";
 #else
     return "cpu-ref";
+#endif
+}
+
+const char *pt_backend_blas_config(void) {
+#ifdef PT_HAVE_CPU_BACKEND
+    return openblas_get_config();
+#else
+    return NULL;
 #endif
 }

@@ -104,5 +104,7 @@ pt_backend *pt_backend_create(const char *spec);
 void pt_backend_destroy(pt_backend *be);
 // Comma-separated list of the backends compiled in.
 const char *pt_backend_list(void);
+// openblas_get_config() when the fast cpu backend (OpenBLAS) is compiled in, else NULL.
+const char *pt_backend_blas_config(void);
 
 pt_backend *pt_backend_cpu_ref_create(void);

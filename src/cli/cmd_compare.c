@@ -98,9 +98,14 @@ int cmd_compare(int argc, char **argv) {
     cJSON *fi = cJSON_GetObjectItem(res, "frozen_inputs"), *it;
     printf("baseline:  %s\ncandidate: %s\nprofile:   %s\n", pos[0], pos[1],
            cJSON_GetObjectItem(cJSON_GetObjectItem(res, "profile"), "name")->valuestring);
-    if (!cJSON_IsTrue(cJSON_GetObjectItem(fi, "verified")))
-        printf("frozen inputs: unverified (imported log: no train_args.json); curves only\n");
-    else printf("frozen inputs: %s\n", cJSON_IsTrue(cJSON_GetObjectItem(fi, "match")) ? "match" : "DIFFER");
+    const cJSON *src = cJSON_GetObjectItem(fi, "source");
+    const char *match = cJSON_IsTrue(cJSON_GetObjectItem(fi, "match")) ? "match" : "DIFFER";
+    if (cJSON_IsTrue(cJSON_GetObjectItem(fi, "verified")))
+        printf("frozen inputs: %s (manifest.json)\n", match);
+    else if (cJSON_IsString(src) && !strcmp(src->valuestring, "train_args.json"))
+        printf("frozen inputs: %s (train_args.json only, unverified: %s)\n", match,
+               cJSON_GetObjectItem(fi, "note")->valuestring);
+    else printf("frozen inputs: unverified (imported log: no train_args.json); curves only\n");
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(fi, "allowed_differences"))
         printf("  allowed difference: %s: %s vs %s\n", cJSON_GetObjectItem(it, "field")->valuestring,
                cJSON_GetObjectItem(it, "a")->valuestring, cJSON_GetObjectItem(it, "b")->valuestring);

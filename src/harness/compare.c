@@ -66,14 +66,15 @@ static int cmp_d(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-static cJSON *load_args(const char *dir) {
+static cJSON *load_json_in(const char *dir, const char *name) {
     char p[4096];
-    snprintf(p, sizeof p, "%s/train_args.json", dir);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
     FILE *f = fopen(p, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
+    if (n < 0) { fclose(f); return NULL; }
     char *b = malloc((size_t)n + 1);
     size_t r = fread(b, 1, (size_t)n, f);
     fclose(f);
@@ -82,10 +83,12 @@ static cJSON *load_args(const char *dir) {
     free(b);
     return j;
 }
+static cJSON *load_args(const char *dir) { return load_json_in(dir, "train_args.json"); }
 
 // Keys of train_args.json that do not change the math (allowed to differ).
 static int allowed_key(const char *k) {
-    static const char *ok[] = {"output_dir", "backend", "logging_steps", "save_steps", "save_total_limit", "omp_threads", "model", "data"};
+    static const char *ok[] = {"output_dir", "backend", "logging_steps", "save_steps", "save_total_limit", "omp_threads", "model", "data",
+                               "resume_from_checkpoint"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) if (!strcmp(k, ok[i])) return 1;
     return 0;
 }
@@ -100,37 +103,106 @@ static void add_reason(cJSON *reasons, const char *fmt, ...) {
     cJSON_AddItemToArray(reasons, cJSON_CreateString(buf));
 }
 
-// Frozen inputs from train_args.json (manifest.json is not written yet): every math-changing difference.
+static void add_diff(cJSON *list, const char *field, const cJSON *a, const cJSON *b) {
+    char *sa = a ? cJSON_PrintUnformatted(a) : NULL, *sb = b ? cJSON_PrintUnformatted(b) : NULL;
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "field", field);
+    cJSON_AddStringToObject(d, "a", sa ? sa : "(missing)");
+    cJSON_AddStringToObject(d, "b", sb ? sb : "(missing)");
+    cJSON_AddItemToArray(list, d);
+    free(sa);
+    free(sb);
+}
+
+// Every leaf where a and b differ, as {field: "frozen.data[0].sha256", a, b}
+// (a or b NULL: missing on that side). Objects by key, arrays by index.
+static void json_diff(const cJSON *a, const cJSON *b, const char *path, cJSON *out) {
+    char sub[1024];
+    if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, a) {
+            snprintf(sub, sizeof sub, "%s.%s", path, it->string);
+            json_diff(it, cJSON_GetObjectItemCaseSensitive(b, it->string), sub, out);
+        }
+        cJSON_ArrayForEach(it, b) if (!cJSON_GetObjectItemCaseSensitive(a, it->string)) {
+            snprintf(sub, sizeof sub, "%s.%s", path, it->string);
+            json_diff(NULL, it, sub, out);
+        }
+        return;
+    }
+    if (cJSON_IsArray(a) && cJSON_IsArray(b)) {
+        int na = cJSON_GetArraySize(a), nb = cJSON_GetArraySize(b);
+        for (int i = 0; i < PT_MAX(na, nb); i++) {
+            snprintf(sub, sizeof sub, "%s[%d]", path, i);
+            json_diff(i < na ? cJSON_GetArrayItem(a, i) : NULL, i < nb ? cJSON_GetArrayItem(b, i) : NULL, sub, out);
+        }
+        return;
+    }
+    if (!a || !b) { add_diff(out, path, a, b); return; }
+    char *sa = cJSON_PrintUnformatted(a), *sb = cJSON_PrintUnformatted(b);
+    if (strcmp(sa, sb)) add_diff(out, path, a, b);
+    free(sa);
+    free(sb);
+}
+
+// Frozen inputs. Both sides portatrain run dirs with manifest.json: "frozen" is
+// compared field by field (any difference refuses), "platform", "software" and
+// "run" are listed as allowed differences. Otherwise train_args.json (no file
+// hashes: verified false), else nothing (imported logs).
 static cJSON *frozen_inputs(const pt_runlog *A, const pt_runlog *B, int *refuse) {
     cJSON *fi = cJSON_CreateObject(), *diff = cJSON_CreateArray(), *allowed = cJSON_CreateArray();
-    cJSON *ja = A->is_run_dir ? load_args(A->path) : NULL, *jb = B->is_run_dir ? load_args(B->path) : NULL;
+    cJSON *ma = A->is_run_dir ? load_json_in(A->path, "manifest.json") : NULL,
+          *mb = B->is_run_dir ? load_json_in(B->path, "manifest.json") : NULL;
+    cJSON *fa = cJSON_GetObjectItemCaseSensitive(ma, "frozen"), *fb = cJSON_GetObjectItemCaseSensitive(mb, "frozen");
     *refuse = 0;
-    if (!ja || !jb) {
-        cJSON_AddBoolToObject(fi, "verified", 0);
-        cJSON_AddStringToObject(fi, "note", "frozen inputs unverified: at least one side is an imported log without train_args.json");
-    } else {
+    if (cJSON_IsObject(fa) && cJSON_IsObject(fb)) {
         cJSON_AddBoolToObject(fi, "verified", 1);
-        cJSON *it;
-        cJSON_ArrayForEach(it, ja) {
-            cJSON *o = cJSON_GetObjectItem(jb, it->string);
-            char *sa = cJSON_PrintUnformatted(it), *sb = o ? cJSON_PrintUnformatted(o) : NULL;
-            if (!sb || strcmp(sa, sb)) {
-                cJSON *d = cJSON_CreateObject();
-                cJSON_AddStringToObject(d, "field", it->string);
-                cJSON_AddStringToObject(d, "a", sa);
-                cJSON_AddStringToObject(d, "b", sb ? sb : "(missing)");
-                if (allowed_key(it->string)) cJSON_AddItemToArray(allowed, d);
-                else { cJSON_AddItemToArray(diff, d); *refuse = 1; }
+        cJSON_AddStringToObject(fi, "source", "manifest.json");
+        json_diff(fa, fb, "frozen", diff);
+        *refuse = cJSON_GetArraySize(diff) > 0;
+        static const char *free_parts[] = {"format", "version", "platform", "software", "run"};
+        for (size_t i = 0; i < sizeof free_parts / sizeof free_parts[0]; i++)
+            json_diff(cJSON_GetObjectItemCaseSensitive(ma, free_parts[i]),
+                      cJSON_GetObjectItemCaseSensitive(mb, free_parts[i]), free_parts[i], allowed);
+        cJSON_Delete(ma);
+        cJSON_Delete(mb);
+    } else {
+        const char *missing = !cJSON_IsObject(fa) ? A->path : B->path;
+        cJSON_Delete(ma);
+        cJSON_Delete(mb);
+        cJSON *ja = A->is_run_dir ? load_args(A->path) : NULL, *jb = B->is_run_dir ? load_args(B->path) : NULL;
+        cJSON_AddBoolToObject(fi, "verified", 0);
+        if (!ja || !jb) {
+            cJSON_AddStringToObject(fi, "source", "none");
+            cJSON_AddStringToObject(fi, "note", "frozen inputs unverified: at least one side is an imported log without train_args.json");
+        } else {
+            char note[4200];
+            snprintf(note, sizeof note, "frozen inputs partly verified: %s has no manifest.json; train_args.json compared "
+                     "(flags only, no hashes of weights, tokenizer or data)", missing);
+            cJSON_AddStringToObject(fi, "source", "train_args.json");
+            cJSON_AddStringToObject(fi, "note", note);
+            cJSON *it;
+            cJSON_ArrayForEach(it, ja) {
+                cJSON *o = cJSON_GetObjectItem(jb, it->string);
+                char *sa = cJSON_PrintUnformatted(it), *sb = o ? cJSON_PrintUnformatted(o) : NULL;
+                if (!sb || strcmp(sa, sb)) {
+                    if (allowed_key(it->string)) add_diff(allowed, it->string, it, o);
+                    else { add_diff(diff, it->string, it, o); *refuse = 1; }
+                }
+                free(sa);
+                free(sb);
             }
-            free(sa);
-            free(sb);
+            cJSON_ArrayForEach(it, jb) if (!cJSON_GetObjectItem(ja, it->string)) {
+                if (allowed_key(it->string)) add_diff(allowed, it->string, NULL, it);
+                else { add_diff(diff, it->string, NULL, it); *refuse = 1; }
+            }
         }
+        cJSON_Delete(ja);
+        cJSON_Delete(jb);
     }
     cJSON_AddBoolToObject(fi, "match", !*refuse);
     cJSON_AddItemToObject(fi, "differences", diff);
     cJSON_AddItemToObject(fi, "allowed_differences", allowed);
-    cJSON_Delete(ja);
-    cJSON_Delete(jb);
     return fi;
 }
 

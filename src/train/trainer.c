@@ -4,6 +4,7 @@
 #include "data/loader.h"
 #include "io/hf_model.h"
 #include "train/faults.h"
+#include "train/manifest.h"
 #include "train/optim.h"
 #include "train/schedule.h"
 #include "train/train_state.h"
@@ -335,6 +336,7 @@ int pt_train(const pt_train_args *a) {
         cJSON_Delete(aj);
         if (wrc) goto done;
     }
+    if (pt_manifest_write(a, be->name, be->device) != 0) goto done;  // OUTPUT/manifest.json (train/manifest.h)
     mpath = pt_path_join(a->output_dir, "metrics.jsonl");
     metrics = open_metrics(mpath, start_step, ckpt_record);
     free(ckpt_record);
