@@ -67,7 +67,7 @@ cmp -s "$T/a/baseline/checkpoint-$M/rank00000.safetensors" "$T/c/baseline/checkp
 "$B" ckpt verify "$T/a/baseline/checkpoint-$M" >/dev/null 2>&1 && echo "ok: baseline checkpoint still verifies" || { echo "FAIL: ckpt verify"; fail=1; }
 
 # 4. mismatched frozen inputs are refused (exit 2), naming the field
-check 2 "verdict: REFUSED (frozen input learning_rate differs" -- \
+check 2 "verdict: REFUSED (frozen input frozen.hyperparameters.learning_rate differs" -- \
   "$B" accept --baseline $BASE --candidate cpu:fp32 $A --baseline-run "$T/a/baseline" --output-dir "$T/r" --learning-rate 1e-3
 jcheck "$T/r/report.json" "r['verdict']=='REFUSED' and 'portability' in r and r['portability']==[]" "refused before portability"
 

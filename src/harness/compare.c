@@ -88,7 +88,7 @@ static cJSON *load_args(const char *dir) { return load_json_in(dir, "train_args.
 // Keys of train_args.json that do not change the math (allowed to differ).
 static int allowed_key(const char *k) {
     static const char *ok[] = {"output_dir", "backend", "logging_steps", "save_steps", "save_total_limit", "omp_threads", "model", "data",
-                               "resume_from_checkpoint"};
+                               "resume_from_checkpoint", "mtbf_hours", "nan_max_count"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) if (!strcmp(k, ok[i])) return 1;
     return 0;
 }
