@@ -26,14 +26,17 @@ check 'grep -q "\"orphans\": 0" "$tmp/sup/events.jsonl" && ! grep -q "\"orphans\
 
 # 2. kills inside a checkpoint save (the half-written one must be skipped) and a hang
 run "$tmp/save" --supervise --restart-backoff 0.01 --inject kill:step=4:phase=save,kill:step=12:phase=save,kill:step=13 2>"$tmp/save.err"
-check '[ $? -eq 0 ]' "kills during save: supervised run failed"
+rc=$?
+check '[ $rc -eq 0 ]' "kills during save: supervised run failed"
 check 'cmp -s "$tmp/ref/model.safetensors" "$tmp/save/model.safetensors"' "kills during save: weights differ"
-t0=$(date +%s.%N)
 run "$tmp/hang" --supervise --restart-backoff 0.01 --hang-timeout 1 --inject hang:rank=0:step=7 2>"$tmp/hang.err"
-check '[ $? -eq 0 ]' "hang: supervised run failed"
+rc=$?
+check '[ $rc -eq 0 ]' "hang: supervised run failed"
 check 'cmp -s "$tmp/ref/model.safetensors" "$tmp/hang/model.safetensors"' "hang: weights differ"
 check 'grep -q "\"fault\": \"hang\"" "$tmp/hang/events.jsonl"' "hang: not detected as a hang"
-check 'awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{exit !(b-a < 10)}"' "hang: recovery took over 10 s"
+# detected within the timeout: 1 s without progress plus at most one poll interval (and slack for a
+# loaded machine), not a wall-clock bound on the whole run
+check 'python3 -c "import json,sys; d=[x[\"detect_s\"] for x in json.load(open(\"$tmp/hang/recovery.json\"))[\"recoveries\"] if x[\"fault\"]==\"hang\"]; sys.exit(0 if d and 1.0 <= d[0] < 1.5 else 1)"' "hang: not detected within 1 s (+0.5 s) of the last progress"
 
 # 3. bounded retries: three kills with --max-restarts 1 end non-zero with a message
 run "$tmp/bound" --supervise --restart-backoff 0.01 --max-restarts 1 --inject kill:step=3,kill:step=5,kill:step=7 2>"$tmp/bound.err"
