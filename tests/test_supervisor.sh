@@ -45,7 +45,18 @@ check '[ $rc -ne 0 ]' "exhausted retries exited 0"
 check 'grep -q "max-restarts" "$tmp/bound.err"' "no clear message after exhausting retries"
 check 'grep -q "\"completed\":[[:space:]]*false" "$tmp/bound/recovery.json"' "recovery.json does not say incomplete"
 
-# 4. no orphans: no portatrain process that works in this test's directory
+# 4. a supervisor killed outright (SIGKILL: no handler runs) takes its worker with it
+( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/killed" --max-steps 100000 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet --supervise ) 2>/dev/null &
+spid=$!
+for _ in $(seq 1 300); do [ -s "$tmp/killed/metrics.jsonl" ] && break; sleep 0.1; done
+check '[ -s "$tmp/killed/metrics.jsonl" ]' "the long supervised run never started"
+kill -KILL "$spid"; wait "$spid" 2>/dev/null
+sleep 1
+check '! pgrep -f "$tmp/killed" >/dev/null' "a worker outlived its killed supervisor"
+pkill -f "$tmp/killed" 2>/dev/null
+
+# 5. no orphans: no portatrain process that works in this test's directory
 check '! pgrep -f "$tmp" >/dev/null' "portatrain processes left behind"
 
 echo "$((checks - fails))/$checks checks passed"

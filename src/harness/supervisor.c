@@ -5,6 +5,7 @@
 #include "train/ckpt_interval.h"
 
 #include <stdbool.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -146,10 +147,15 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             if (armed[i] && pt_fault_ends_attempt(o->faults[i].kind)) stop = 1;
         }
         const double t_start = now_s();
+        const pid_t sup_pid = getpid();
         pid_t pid = fork();
         if (pid < 0) { pt_set_error("fork: %s", strerror(errno)); break; }
         if (pid == 0) {
             setpgid(0, 0);
+            // The worker dies with its supervisor (killed, or its own parent gone):
+            // a supervised run never leaves an orphan training process.
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != sup_pid) _exit(125);
             pt_fault_disarm_all();
             for (int i = 0; i < o->n_faults; i++)
                 if (armed[i]) pt_fault_arm(&o->faults[i]);
