@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,54 +32,214 @@ static void maybe_crash(const char *stage) {
 // expressible) and restarts whenever the variable's value changes.
 static long long g_enospc_budget = -1;  // -1: no fault
 static char g_enospc_env[32];
-static int faulty_write_all(int fd, const void *data, size_t len, const char *path) {
+// The fault budget: how many of `len` bytes may still be written (all of
+// them when no fault is armed); 0 with *enospc set once it is spent.
+static size_t fault_allow(size_t len, int *enospc) {
     const char *e = getenv("PT_FAULT_ENOSPC_AFTER");
+    *enospc = 0;
     if (!e) g_enospc_env[0] = 0, g_enospc_budget = -1;
     else if (strcmp(e, g_enospc_env) != 0) {
         snprintf(g_enospc_env, sizeof g_enospc_env, "%s", e);
         g_enospc_budget = atoll(e);
     }
-    if (g_enospc_budget >= 0) {
-        if ((long long)len > g_enospc_budget) {
-            size_t part = (size_t)g_enospc_budget;
-            if (part) pt_write_all(fd, data, part, path);
-            g_enospc_budget = 0;
-            pt_set_error("%s: write failed: %s", path, strerror(ENOSPC));
-            return -1;
-        }
-        g_enospc_budget -= (long long)len;
+    if (g_enospc_budget < 0) return len;
+    if ((long long)len > g_enospc_budget) {
+        size_t part = (size_t)g_enospc_budget;
+        g_enospc_budget = 0;
+        *enospc = 1;
+        return part;
     }
-    return pt_write_all(fd, data, len, path);
+    g_enospc_budget -= (long long)len;
+    return len;
 }
 
-// Streams large writes in 64 MiB chunks and starts write-back of each chunk
-// as soon as it is written (sync_file_range), waiting for the chunk before
-// it: the disk works while we copy, dirty memory stays bounded, and the final
-// fsync has little left to do.
-typedef struct {
-    int fd;
-    const char *path;
-    off_t pos, flushed;
-} stream_out;
-
-#define STREAM_CHUNK (64u << 20)
-static int stream_write(stream_out *o, const void *data, size_t len) {
-    const char *p = data;
+// pwrite all of it at `off`; 0 or an errno.
+static int pwrite_all(int fd, const char *p, size_t len, off_t off) {
     while (len > 0) {
-        size_t n = len < STREAM_CHUNK ? len : STREAM_CHUNK;
-        if (faulty_write_all(o->fd, p, n, o->path) != 0) return -1;
-        o->pos += (off_t)n;
-        p += n;
-        len -= n;
-        if (o->pos - o->flushed >= (off_t)STREAM_CHUNK) {
-            if (o->flushed >= (off_t)STREAM_CHUNK)
-                sync_file_range(o->fd, o->flushed - STREAM_CHUNK, STREAM_CHUNK,
-                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-            sync_file_range(o->fd, o->flushed, o->pos - o->flushed, SYNC_FILE_RANGE_WRITE);
-            o->flushed = o->pos;
+        ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return errno;
         }
+        if (w == 0) return EIO;
+        p += w, off += w, len -= (size_t)w;
     }
     return 0;
+}
+
+// The tensor file is streamed through a few 4096-aligned staging buffers:
+// the caller's thread copies (and hashes) the next one while a writer thread
+// writes the previous one with O_DIRECT, so the 7 GB of a 0.6B-model state
+// never goes through the page cache (at that size the kernel's dirty-page
+// throttling, not the disk, set the pace of buffered writes). The final,
+// partial block is written after dropping O_DIRECT (fcntl), so the file has
+// exactly the bytes of the buffered writer. Where O_DIRECT is refused
+// (tmpfs, some network filesystems) the same pipeline writes buffered and
+// starts write-back of each chunk as it goes (sync_file_range).
+#define STREAM_SLOTS 4
+#define STREAM_CHUNK (16u << 20)  // 4 x 16 MiB measured a little ahead of 4 x 64 MiB
+#define STREAM_ALIGN 4096
+typedef struct {
+    int fd, direct;
+    const char *path;
+    size_t chunk;
+    char *buf[STREAM_SLOTS];
+    size_t len[STREAM_SLOTS];
+    int full[STREAM_SLOTS];
+    int cur;         // slot being filled by the caller
+    size_t fill;     // bytes in it
+    int done;        // no more slots will be queued
+    int err;         // errno of the first failed write, seen by both threads
+    off_t woff;      // writer: file offset of its next slot
+    off_t flushed;   // writer, buffered mode: bytes handed to write-back
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} stream_out;
+
+static int write_slot(stream_out *o, const char *p, size_t n) {
+    int enospc = 0;
+    size_t ok = fault_allow(n, &enospc);
+    size_t al = o->direct ? ok & ~(size_t)(STREAM_ALIGN - 1) : ok;
+    int e = al ? pwrite_all(o->fd, p, al, o->woff) : 0;
+    if (e == EINVAL && o->direct) al = 0;  // the filesystem refused this direct write: go buffered
+    else if (e) return e;
+    o->woff += (off_t)al;
+    if (al < ok) {  // the unaligned tail (or a refused direct write): buffered
+        if (o->direct) {
+            int fl = fcntl(o->fd, F_GETFL);
+            if (fl < 0 || fcntl(o->fd, F_SETFL, fl & ~O_DIRECT) != 0) return errno;
+            o->direct = 0;
+        }
+        if ((e = pwrite_all(o->fd, p + al, ok - al, o->woff))) return e;
+        o->woff += (off_t)(ok - al);
+    }
+    if (enospc) return ENOSPC;
+    if (!o->direct && o->woff - o->flushed >= (off_t)o->chunk) {
+        // buffered: wait for the previous chunk, start write-back of this one
+        if (o->flushed >= (off_t)o->chunk)
+            sync_file_range(o->fd, o->flushed - o->chunk, o->chunk,
+                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        sync_file_range(o->fd, o->flushed, o->woff - o->flushed, SYNC_FILE_RANGE_WRITE);
+        o->flushed = o->woff;
+    }
+    return 0;
+}
+
+static void *stream_writer(void *arg) {
+    stream_out *o = arg;
+    for (int k = 0;; k = (k + 1) % STREAM_SLOTS) {
+        pthread_mutex_lock(&o->mu);
+        while (!o->full[k] && !o->done) pthread_cond_wait(&o->cv, &o->mu);
+        if (!o->full[k]) {
+            pthread_mutex_unlock(&o->mu);
+            return NULL;
+        }
+        int failed = o->err;
+        pthread_mutex_unlock(&o->mu);
+        int e = failed ? 0 : write_slot(o, o->buf[k], o->len[k]);
+        pthread_mutex_lock(&o->mu);
+        if (e && !o->err) o->err = e;
+        o->full[k] = 0;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+    }
+}
+
+static int stream_finish(stream_out *o, int ok);
+static void stream_set_error(const stream_out *o, int e) {
+    pt_set_error("%s: write failed: %s", o->path, strerror(e));
+}
+
+// Opens `path` for a stream of `total` bytes; -1 with the error set.
+static int stream_open(stream_out *o, const char *path, uint64_t total) {
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    o->chunk = STREAM_CHUNK;
+    const char *ev = getenv("PT_CKPT_DIRECT");  // "0": buffered writes (for comparison)
+    int want_direct = !(ev && !strcmp(ev, "0"));
+    o->fd = want_direct ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644) : -1;
+    o->direct = o->fd >= 0;
+    if (o->fd < 0) o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o->fd < 0) {
+        pt_set_error("%s: cannot create: %s", path, strerror(errno));
+        return -1;
+    }
+    // Reserve the whole file up front: the direct writes then land in
+    // allocated blocks instead of extending the file (measured ~15% faster).
+    // Unsupported filesystems just skip it; a real ENOSPC surfaces in write.
+    if (total > 0) (void)fallocate(o->fd, 0, 0, (off_t)total);
+    for (int k = 0; k < STREAM_SLOTS; k++) {
+        if (posix_memalign((void **)&o->buf[k], STREAM_ALIGN, o->chunk) != 0) {
+            pt_set_error("%s: cannot allocate %zu bytes of write buffers", path, o->chunk);
+            for (int j = 0; j < k; j++) free(o->buf[j]);
+            close(o->fd);
+            return -1;
+        }
+    }
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    if (pthread_create(&o->thread, NULL, stream_writer, o) != 0) {
+        pt_set_error("%s: cannot start the writer thread", path);
+        stream_finish(o, 0);
+        close(o->fd);
+        return -1;
+    }
+    o->started = 1;
+    return 0;
+}
+
+// Queues the slot being filled and waits for the next one to be free.
+static int stream_push(stream_out *o) {
+    pthread_mutex_lock(&o->mu);
+    o->len[o->cur] = o->fill;
+    o->full[o->cur] = 1;
+    pthread_cond_broadcast(&o->cv);
+    o->cur = (o->cur + 1) % STREAM_SLOTS;
+    while (o->full[o->cur]) pthread_cond_wait(&o->cv, &o->mu);
+    int e = o->err;
+    pthread_mutex_unlock(&o->mu);
+    o->fill = 0;
+    if (e) stream_set_error(o, e);
+    return e ? -1 : 0;
+}
+
+// Appends `len` bytes, feeding them to `h` (if not NULL) as they are copied.
+static int stream_write(stream_out *o, const void *data, size_t len, XXH3_state_t *h) {
+    const char *p = data;
+    while (len > 0) {
+        size_t n = o->chunk - o->fill;
+        if (n > len) n = len;
+        memcpy(o->buf[o->cur] + o->fill, p, n);
+        if (h) XXH3_128bits_update(h, p, n);
+        o->fill += n, p += n, len -= n;
+        if (o->fill == o->chunk && stream_push(o) != 0) return -1;
+    }
+    return 0;
+}
+
+// Writes what is left, stops the writer and frees the buffers (also after a
+// failure); the file stays open for the caller's fsync. -1 with the error set.
+static int stream_finish(stream_out *o, int ok) {
+    int e = 0;
+    if (o->started) {
+        pthread_mutex_lock(&o->mu);
+        if (ok && o->fill) {
+            o->len[o->cur] = o->fill;
+            o->full[o->cur] = 1;
+        }
+        o->done = 1;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+        pthread_join(o->thread, NULL);
+        e = o->err;
+        pthread_mutex_destroy(&o->mu);
+        pthread_cond_destroy(&o->cv);
+    }
+    for (int k = 0; k < STREAM_SLOTS; k++) free(o->buf[k]);
+    if (ok && e) stream_set_error(o, e);
+    return ok && !e ? 0 : -1;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -95,10 +256,10 @@ static int rm_rf(const char *path) {
     return 0;
 }
 
-static void hash_hex(const void *data, size_t n, char out[48]) {
-    XXH128_hash_t h = XXH3_128bits(data, n);
+static void hash_hex_digest(XXH128_hash_t h, char out[48]) {
     snprintf(out, 48, "xxh3-128:%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
+static void hash_hex(const void *data, size_t n, char out[48]) { hash_hex_digest(XXH3_128bits(data, n), out); }
 
 static int64_t box_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
@@ -117,6 +278,17 @@ static cJSON *int_array(const int64_t *v, int n) {
     cJSON *a = cJSON_CreateArray();
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
     return a;
+}
+
+static int faulty_write_all(int fd, const void *data, size_t len, const char *path) {
+    int enospc;
+    size_t ok = fault_allow(len, &enospc);
+    if (pt_write_all(fd, data, ok, path) != 0) return -1;
+    if (enospc) {
+        pt_set_error("%s: write failed: %s", path, strerror(ENOSPC));
+        return -1;
+    }
+    return 0;
 }
 
 static int write_small_file(const char *path, const char *text) {
@@ -174,20 +346,26 @@ static int write_rank_file(const char *dir, const char *fname, const ckpt_slice 
     json = pt_realloc(json, padded);
     memset(json + jn, ' ', padded - jn);
     int rc = -1;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        pt_set_error("%s: cannot create: %s", path, strerror(errno));
+    XXH3_state_t *hs = XXH3_createState();
+    stream_out so;
+    if (!hs) {
+        pt_set_error("%s: out of memory", path);
         goto done;
     }
+    if (stream_open(&so, path, 8 + padded + off) != 0) goto done;
     uint8_t lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    stream_out so = {.fd = fd, .path = path};
-    if (stream_write(&so, lenb, 8) || stream_write(&so, json, padded)) goto close_fd;
-    for (int i = 0; i < n; i++) {
+    int ok = !stream_write(&so, lenb, 8, NULL) && !stream_write(&so, json, padded, NULL);
+    for (int i = 0; ok && i < n; i++) {
         size_t b = (size_t)box_numel(s[i].ndim, s[i].shape) * 4;
-        if (stream_write(&so, s[i].data, b)) goto close_fd;
+        XXH3_128bits_reset(hs);
+        // hashed while it is copied (streaming XXH3 = the one-shot digest)
+        if (stream_write(&so, s[i].data, b, hs)) {
+            ok = 0;
+            break;
+        }
         char h[48];
-        hash_hex(s[i].data, b, h);
+        hash_hex_digest(XXH3_128bits_digest(hs), h);
         cJSON *t = cJSON_GetObjectItemCaseSensitive(tensors, s[i].name);
         if (!t) {
             t = cJSON_AddObjectToObject(tensors, s[i].name);
@@ -205,6 +383,8 @@ static int write_rank_file(const char *dir, const char *fname, const ckpt_slice 
         cJSON_AddStringToObject(sl, "checksum", h);
         cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(t, "slices"), sl);
     }
+    if (stream_finish(&so, ok) != 0) goto close_fd;
+    int fd = so.fd;
     if (fsync(fd) != 0) {
         pt_set_error("%s: fsync failed: %s", path, strerror(errno));
         goto close_fd;
@@ -212,8 +392,9 @@ static int write_rank_file(const char *dir, const char *fname, const ckpt_slice 
     *bytes_out = 8 + padded + off;
     rc = 0;
 close_fd:
-    close(fd);
+    close(so.fd);
 done:
+    XXH3_freeState(hs);
     free(json);
     free(path);
     return rc;
