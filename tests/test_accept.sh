@@ -6,13 +6,7 @@ set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
 fail=0
-check() {  # want_rc pattern -- command...
-    local want=$1 pat=$2; shift 3
-    "$@" >"$T/out" 2>&1; local rc=$?
-    if [ "$rc" != "$want" ] || ! grep -q -- "$pat" "$T/out"; then
-        echo "FAIL (rc $rc, want $want, pattern '$pat'): $*"; cat "$T/out"; fail=1
-    else echo "ok: $*"; fi
-}
+. "${PT_SOURCE_DIR:?}/tests/cli_check.sh"
 jcheck() {  # report.json python-expression description
     if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"; then
         echo "ok: $3"

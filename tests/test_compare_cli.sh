@@ -4,13 +4,7 @@
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
-check() {  # want_rc pattern -- command...
-    local want=$1 pat=$2; shift 3
-    "$@" >"$T/out" 2>&1; local rc=$?
-    if [ "$rc" != "$want" ] || ! grep -q -- "$pat" "$T/out"; then
-        echo "FAIL (rc $rc, want $want, pattern '$pat'): $*"; cat "$T/out"; fail=1
-    else echo "ok: $*"; fi
-}
+. "${PT_SOURCE_DIR:?}/tests/cli_check.sh"
 "$B" init --config "$S/configs/tiny.json" --output-dir "$T/m" --seed 42 >/dev/null || exit 1
 # cpu-ref runs ~15 s/step under ASan/UBSan: 4 steps there (the windows shrink to what exists).
 STEPS=${PT_COMPARE_STEPS:-12}; [ -n "${PT_SANITIZED:-}" ] && STEPS=4

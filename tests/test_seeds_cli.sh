@@ -13,13 +13,7 @@ for i in 0 1 2; do
     curve "$T/w$i.jsonl" $((26 + i)) $((6 + i))
 done
 A="$T/a0.jsonl,$T/a1.jsonl,$T/a2.jsonl"
-check() {  # want_rc pattern -- command...
-    local want=$1 pat=$2; shift 3
-    "$@" >"$T/out" 2>&1; local rc=$?
-    if [ "$rc" != "$want" ] || ! grep -q -- "$pat" "$T/out"; then
-        echo "FAIL (rc $rc, want $want, pattern '$pat'): $*"; cat "$T/out"; fail=1
-    else echo "ok: $*"; fi
-}
+. "${PT_SOURCE_DIR:?}/tests/cli_check.sh"
 check 0 "verdict: ACCEPTED" -- "$B" compare --seeds "$A" "$T/s0.jsonl,$T/s1.jsonl,$T/s2.jsonl" --json "$T/r.json"
 grep -q '"p_value"' "$T/r.json" || { echo "FAIL: --json has no p_value"; fail=1; }
 check 1 "candidate is slower to converge: .* (one-sided Welch p=" -- "$B" compare --seeds "$A" "$T/w0.jsonl,$T/w1.jsonl,$T/w2.jsonl"
