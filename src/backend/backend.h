@@ -35,9 +35,10 @@ struct pt_backend {
     void (*destroy)(pt_backend *be);
 
     // ---- kernels ----
-    // out[N,C] = wte[ids[n], :]
+    // out[N,C] = wte[ids[n], :]; a row with ids[n] < 0 (token outside this
+    // rank's vocabulary shard, tensor parallel) is zero.
     void (*embedding_forward)(pt_backend *be, real_t *out, const int32_t *ids, const real_t *wte, int N, int C);
-    // dwte[ids[n], :] += dout[n, :]
+    // dwte[ids[n], :] += dout[n, :] (rows with ids[n] < 0 skipped)
     void (*embedding_backward)(pt_backend *be, real_t *dwte, const real_t *dout, const int32_t *ids, int N, int C);
 
     // out[N,OC] = inp[N,C] @ w[OC,C]^T

@@ -311,12 +311,16 @@ static void cpu_matmul_backward(pt_backend *be, float *dinp, float *dw, const fl
 static void cpu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const float *wte, int N, int C) {
     PROF_BEGIN(be);
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(float) * C);
+    for (int n = 0; n < N; n++) {
+        if (ids[n] < 0) memset(out + (size_t)n * C, 0, sizeof(float) * C);
+        else memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(float) * C);
+    }
     PROF_END(K_EMB_F, 0);
 }
 
 PT_CLONES static void emb_bwd_cols(float *dwte, const float *dout, const int32_t *ids, int N, int C, int c0, int c1) {
     for (int n = 0; n < N; n++) {
+        if (ids[n] < 0) continue;
         float *d = dwte + (size_t)ids[n] * C;
         const float *g = dout + (size_t)n * C;
         for (int c = c0; c < c1; c++) d[c] += g[c];

@@ -48,13 +48,17 @@ static void ref_destroy(pt_backend *be) { free(be); }
 static void ref_embedding_forward(pt_backend *be, real_t *out, const int32_t *ids, const real_t *wte, int N,
                                   int C) {
 #pragma omp parallel for
-    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(real_t) * C);
+    for (int n = 0; n < N; n++) {
+        if (ids[n] < 0) memset(out + (size_t)n * C, 0, sizeof(real_t) * C);
+        else memcpy(out + (size_t)n * C, wte + (size_t)ids[n] * C, sizeof(real_t) * C);
+    }
 }
 
 static void ref_embedding_backward(pt_backend *be, real_t *dwte, const real_t *dout, const int32_t *ids, int N,
                                    int C) {
     // Serial over rows: several rows may share a token id.
     for (int n = 0; n < N; n++) {
+        if (ids[n] < 0) continue;
         real_t *d = dwte + (size_t)ids[n] * C;
         const real_t *g = dout + (size_t)n * C;
         for (int c = 0; c < C; c++) d[c] += g[c];

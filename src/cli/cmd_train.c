@@ -38,6 +38,12 @@ static void help(void) {
            "                                     update, logged \"skipped\": true), or restore the newest valid\n"
            "                                     checkpoint and replay, skipping that batch if it fails again\n"
            "  --nan-max-count N                  skip/rollback handle at most N non-finite steps, then stop (3)\n"
+           "  --tp N --fsdp N --dp N             distributed layout under mpirun (docs/DISTRIBUTED.md): tensor\n"
+           "                                     parallel, fully sharded and plain data parallel degrees; their\n"
+           "                                     product is the world size (unset ones take what is left; with\n"
+           "                                     none given, data parallel over all ranks). The batch flag stays\n"
+           "                                     per device: the global batch is batch x accumulation x fsdp x dp\n"
+           "  --mesh-order LIST                  rank placement, innermost dimension first (tp,fsdp,dp)\n"
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
@@ -121,6 +127,10 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int(&p);
         else if (!strcmp(o, "--quiet")) a.quiet = true;
+        else if (!strcmp(o, "--tp")) a.tp = (int)argp_int(&p);
+        else if (!strcmp(o, "--fsdp")) a.fsdp = (int)argp_int(&p);
+        else if (!strcmp(o, "--dp")) a.dp = (int)argp_int(&p);
+        else if (!strcmp(o, "--mesh-order")) a.mesh_order = argp_value(&p);
         else if (!strcmp(o, "--shuffle")) a.shuffle = true;
         else if (!strcmp(o, "--data-mode")) {
             const char *v = argp_value(&p);
@@ -163,6 +173,6 @@ int cmd_train(int argc, char **argv) {
     }
     const int rc = pt_train(&a);
     if (rc == 0) return 0;
-    cli_fail();
+    if (!pt_train_error_reported_elsewhere()) cli_fail();
     return rc == PT_TRAIN_NONFINITE ? 3 : 1;
 }

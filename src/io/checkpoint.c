@@ -455,6 +455,91 @@ static char *read_latest_name(const char *output_dir) {
     return t;
 }
 
+// After the tensor files are in `tmp`: the manifest, the rename, `latest`,
+// pruning. Rank 0 only.
+static int publish(const char *output_dir, long step, const char *name, const char *tmp, const char *final,
+                   cJSON *man, int keep_last, uint64_t *bytes) {
+    {
+        char *text = cJSON_Print(man);
+        char *mp = pt_path_join(tmp, "checkpoint.json");
+        int wrc = write_small_file(mp, text);
+        *bytes += strlen(text);
+        free(mp);
+        free(text);
+        if (wrc || pt_fsync_dir(tmp) != 0) return -1;
+    }
+    maybe_crash("manifest-written");
+    if (pt_file_exists(final)) {  // re-saving a step after a crash before the pointer moved
+        char stale[128];
+        snprintf(stale, sizeof stale, ".stale-checkpoint-%ld-%d", step, (int)getpid());
+        char *sp = pt_path_join(output_dir, stale);
+        int mv = rename(final, sp);
+        if (mv == 0) rm_rf(sp);
+        free(sp);
+        if (mv != 0) {
+            pt_set_error("%s: cannot replace: %s", final, strerror(errno));
+            return -1;
+        }
+    }
+    if (rename(tmp, final) != 0) {
+        pt_set_error("%s: rename to %s failed: %s", tmp, final, strerror(errno));
+        return -1;
+    }
+    if (pt_fsync_dir(output_dir) != 0) return -1;
+    maybe_crash("renamed");
+    {
+        char tmpl[96];
+        snprintf(tmpl, sizeof tmpl, ".latest.tmp-%d", (int)getpid());
+        char *tp = pt_path_join(output_dir, tmpl), *lp = pt_path_join(output_dir, "latest");
+        char text[80];
+        snprintf(text, sizeof text, "%s\n", name);
+        int wrc = write_small_file(tp, text);
+        if (!wrc && rename(tp, lp) != 0) {
+            pt_set_error("%s: rename failed: %s", lp, strerror(errno));
+            wrc = -1;
+        }
+        if (wrc) unlink(tp);
+        free(tp);
+        free(lp);
+        if (wrc || pt_fsync_dir(output_dir) != 0) return -1;
+    }
+    maybe_crash("pointer-updated");
+    if (keep_last > 0) {
+        long *steps;
+        int k = list_checkpoints(output_dir, &steps);
+        for (int i = keep_last; i < k; i++) {
+            if (steps[i] == step) continue;
+            char nm[64];
+            snprintf(nm, sizeof nm, "checkpoint-%ld", steps[i]);
+            char *p = pt_path_join(output_dir, nm);
+            rm_rf(p);
+            free(p);
+        }
+        free(steps);
+    }
+    return 0;
+}
+
+static cJSON *new_manifest(long step, int world, const cJSON *state) {
+    cJSON *man = cJSON_CreateObject();
+    cJSON_AddStringToObject(man, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(man, "version", CKPT_VERSION);
+    cJSON_AddNumberToObject(man, "step", (double)step);
+    cJSON_AddNumberToObject(man, "world_size", world);
+    cJSON_AddItemToObject(man, "state", state ? cJSON_Duplicate(state, 1) : cJSON_CreateObject());
+    cJSON_AddObjectToObject(man, "tensors");
+    cJSON_AddObjectToObject(man, "files");
+    return man;
+}
+
+static void fill_stats(ckpt_save_stats *stats, double t0, uint64_t bytes, const char *final) {
+    if (!stats) return;
+    stats->seconds = pt_now_s() - t0;
+    stats->bytes = bytes;
+    stats->gb_per_s = stats->seconds > 0 ? bytes / stats->seconds / 1e9 : 0;
+    snprintf(stats->path, sizeof stats->path, "%s", final);
+}
+
 int ckpt_save(const char *output_dir, long step, const ckpt_slice *slices, int n, const cJSON *state,
               int keep_last, ckpt_save_stats *stats) {
     const double t0 = pt_now_s();
@@ -471,78 +556,16 @@ int ckpt_save(const char *output_dir, long step, const ckpt_slice *slices, int n
         pt_set_error("%s: cannot create: %s", tmp, strerror(errno));
         goto done;
     }
-    man = cJSON_CreateObject();
-    cJSON_AddStringToObject(man, "format", CKPT_FORMAT);
-    cJSON_AddNumberToObject(man, "version", CKPT_VERSION);
-    cJSON_AddNumberToObject(man, "step", (double)step);
-    cJSON_AddNumberToObject(man, "world_size", 1);
-    cJSON_AddItemToObject(man, "state", state ? cJSON_Duplicate(state, 1) : cJSON_CreateObject());
-    cJSON *tensors = cJSON_AddObjectToObject(man, "tensors");
+    man = new_manifest(step, 1, state);
     uint64_t fbytes = 0;
-    if (write_rank_file(tmp, "rank00000.safetensors", slices, n, tensors, &fbytes) != 0) goto done;
+    if (write_rank_file(tmp, "rank00000.safetensors", slices, n, cJSON_GetObjectItemCaseSensitive(man, "tensors"),
+                        &fbytes) != 0)
+        goto done;
     bytes += fbytes;
-    cJSON *files = cJSON_AddObjectToObject(man, "files");
-    cJSON *fe = cJSON_AddObjectToObject(files, "rank00000.safetensors");
+    cJSON *fe = cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(man, "files"), "rank00000.safetensors");
     cJSON_AddNumberToObject(fe, "bytes", (double)fbytes);
     maybe_crash("tensors-written");
-    {
-        char *text = cJSON_Print(man);
-        char *mp = pt_path_join(tmp, "checkpoint.json");
-        int wrc = write_small_file(mp, text);
-        bytes += strlen(text);
-        free(mp);
-        free(text);
-        if (wrc || pt_fsync_dir(tmp) != 0) goto done;
-    }
-    maybe_crash("manifest-written");
-    if (pt_file_exists(final)) {  // re-saving a step after a crash before the pointer moved
-        char stale[128];
-        snprintf(stale, sizeof stale, ".stale-checkpoint-%ld-%d", step, (int)getpid());
-        char *sp = pt_path_join(output_dir, stale);
-        int mv = rename(final, sp);
-        if (mv == 0) rm_rf(sp);
-        free(sp);
-        if (mv != 0) {
-            pt_set_error("%s: cannot replace: %s", final, strerror(errno));
-            goto done;
-        }
-    }
-    if (rename(tmp, final) != 0) {
-        pt_set_error("%s: rename to %s failed: %s", tmp, final, strerror(errno));
-        goto done;
-    }
-    if (pt_fsync_dir(output_dir) != 0) goto done;
-    maybe_crash("renamed");
-    {
-        char tmpl[96];
-        snprintf(tmpl, sizeof tmpl, ".latest.tmp-%d", (int)getpid());
-        char *tp = pt_path_join(output_dir, tmpl), *lp = pt_path_join(output_dir, "latest");
-        char text[80];
-        snprintf(text, sizeof text, "%s\n", name);
-        int wrc = write_small_file(tp, text);
-        if (!wrc && rename(tp, lp) != 0) {
-            pt_set_error("%s: rename failed: %s", lp, strerror(errno));
-            wrc = -1;
-        }
-        if (wrc) unlink(tp);
-        free(tp);
-        free(lp);
-        if (wrc || pt_fsync_dir(output_dir) != 0) goto done;
-    }
-    maybe_crash("pointer-updated");
-    if (keep_last > 0) {
-        long *steps;
-        int k = list_checkpoints(output_dir, &steps);
-        for (int i = keep_last; i < k; i++) {
-            if (steps[i] == step) continue;
-            char nm[64];
-            snprintf(nm, sizeof nm, "checkpoint-%ld", steps[i]);
-            char *p = pt_path_join(output_dir, nm);
-            rm_rf(p);
-            free(p);
-        }
-        free(steps);
-    }
+    if (publish(output_dir, step, name, tmp, final, man, keep_last, &bytes) != 0) goto done;
     rc = 0;
 done:
     if (rc) {
@@ -553,14 +576,121 @@ done:
         pt_set_error("%s", keep);
     }
     cJSON_Delete(man);
-    if (stats) {
-        stats->seconds = pt_now_s() - t0;
-        stats->bytes = bytes;
-        stats->gb_per_s = stats->seconds > 0 ? bytes / stats->seconds / 1e9 : 0;
-        snprintf(stats->path, sizeof stats->path, "%s", final);
-    }
+    fill_stats(stats, t0, bytes, final);
     free(final);
     free(tmp);
+    return rc;
+}
+
+int ckpt_save_group(const char *output_dir, long step, const ckpt_slice *slices, int n, const cJSON *state,
+                    int keep_last, ckpt_save_stats *stats, const ckpt_group *g) {
+    const double t0 = pt_now_s();
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%ld", step);
+    char *final = pt_path_join(output_dir, name);
+    // 1. rank 0 makes the temporary directory and tells everyone its name
+    struct { int ok; char text[1020]; } msg;
+    memset(&msg, 0, sizeof msg);
+    if (g->rank == 0) {
+        if (pt_mkdir_p(output_dir) == 0) {
+            remove_stale_temporaries(output_dir);
+            snprintf(msg.text, sizeof msg.text, ".tmp-checkpoint-%ld-%d", step, (int)getpid());
+            char *tmp = pt_path_join(output_dir, msg.text);
+            msg.ok = mkdir(tmp, 0755) == 0;
+            if (!msg.ok) pt_set_error("%s: cannot create: %s", tmp, strerror(errno));
+            free(tmp);
+        }
+        if (!msg.ok) snprintf(msg.text, sizeof msg.text, "%s", pt_last_error());
+    }
+    g->bcast(g->ctx, &msg, sizeof msg);
+    if (!msg.ok) {
+        pt_set_error("saving checkpoint %ld: %s", step, msg.text);
+        fill_stats(stats, t0, 0, final);
+        free(final);
+        return -1;
+    }
+    char *tmp = pt_path_join(output_dir, msg.text);
+    // 2. every rank writes its slices and reports the manifest entries
+    char fname[64];
+    snprintf(fname, sizeof fname, "rank%05d.safetensors", g->rank);
+    cJSON *rep = cJSON_CreateObject();
+    cJSON *frag = cJSON_AddObjectToObject(rep, "tensors");
+    uint64_t fbytes = 0;
+    const int wrc = write_rank_file(tmp, fname, slices, n, frag, &fbytes);
+    cJSON_AddBoolToObject(rep, "ok", wrc == 0);
+    cJSON_AddStringToObject(rep, "file", fname);
+    cJSON_AddNumberToObject(rep, "bytes", (double)fbytes);
+    if (wrc) cJSON_AddStringToObject(rep, "error", pt_last_error());
+    char *text = cJSON_PrintUnformatted(rep);
+    cJSON_Delete(rep);
+    char *all = NULL;
+    size_t *counts = pt_calloc(g->size, sizeof(size_t));
+    g->gather(g->ctx, text, strlen(text), &all, counts);
+    free(text);
+    // 3. rank 0 merges and publishes
+    int rc = 0;
+    uint64_t bytes = 0;
+    memset(&msg, 0, sizeof msg);
+    if (g->rank == 0) {
+        cJSON *man = new_manifest(step, g->size, state);
+        cJSON *tensors = cJSON_GetObjectItemCaseSensitive(man, "tensors");
+        cJSON *files = cJSON_GetObjectItemCaseSensitive(man, "files");
+        size_t off = 0;
+        msg.ok = 1;
+        for (int r = 0; r < g->size && msg.ok; r++) {
+            cJSON *rj = cJSON_ParseWithLength(all + off, counts[r]);
+            off += counts[r];
+            const cJSON *ok = cJSON_GetObjectItemCaseSensitive(rj, "ok");
+            if (!cJSON_IsTrue(ok)) {
+                const cJSON *e = cJSON_GetObjectItemCaseSensitive(rj, "error");
+                snprintf(msg.text, sizeof msg.text, "rank %d: %s", r, cJSON_IsString(e) ? e->valuestring : "no report");
+                msg.ok = 0;
+                cJSON_Delete(rj);
+                break;
+            }
+            const cJSON *fb = cJSON_GetObjectItemCaseSensitive(rj, "bytes");
+            cJSON *fe = cJSON_AddObjectToObject(files, cJSON_GetObjectItemCaseSensitive(rj, "file")->valuestring);
+            cJSON_AddNumberToObject(fe, "bytes", fb->valuedouble);
+            bytes += (uint64_t)fb->valuedouble;
+            cJSON *t;
+            cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(rj, "tensors")) {
+                cJSON *have = cJSON_GetObjectItemCaseSensitive(tensors, t->string);
+                if (!have) {
+                    cJSON_AddItemToObject(tensors, t->string, cJSON_Duplicate(t, 1));
+                    continue;
+                }
+                cJSON *sl;
+                cJSON_ArrayForEach(sl, cJSON_GetObjectItemCaseSensitive(t, "slices"))
+                    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(have, "slices"), cJSON_Duplicate(sl, 1));
+            }
+            cJSON_Delete(rj);
+        }
+        if (msg.ok) {
+            maybe_crash("tensors-written");
+            if (publish(output_dir, step, name, tmp, final, man, keep_last, &bytes) != 0) {
+                msg.ok = 0;
+                snprintf(msg.text, sizeof msg.text, "%s", pt_last_error());
+            }
+        }
+        if (!msg.ok) rm_rf(tmp);  // never leave a half-written checkpoint behind
+        cJSON_Delete(man);
+        snprintf(msg.text + strlen(msg.text), sizeof msg.text - strlen(msg.text), "%s", "");
+        double b = (double)bytes;
+        memcpy(msg.text + sizeof msg.text - sizeof b, &b, sizeof b);
+    }
+    g->bcast(g->ctx, &msg, sizeof msg);
+    if (!msg.ok) {
+        msg.text[sizeof msg.text - sizeof(double) - 1] = 0;
+        pt_set_error("saving checkpoint %ld: %s", step, msg.text);
+        rc = -1;
+    }
+    double b;
+    memcpy(&b, msg.text + sizeof msg.text - sizeof b, sizeof b);
+    free(all);
+    free(counts);
+    free(tmp);
+    fill_stats(stats, t0, (uint64_t)b, final);
+    free(final);
     return rc;
 }
 

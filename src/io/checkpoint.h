@@ -46,6 +46,20 @@ typedef struct {
 int ckpt_save(const char *output_dir, long step, const ckpt_slice *slices, int n, const cJSON *state,
               int keep_last, ckpt_save_stats *stats);
 
+// The ranks of a sharded save (callbacks over the job's communicator, so
+// this layer needs no MPI): rank 0 creates the temporary directory, every
+// rank writes rankNNNNN.safetensors into it, rank 0 merges the slice lists
+// into checkpoint.json and publishes the checkpoint; all ranks get its result.
+typedef struct {
+    int rank, size;
+    void *ctx;
+    // rank 0 receives every rank's bytes back to back (*recv malloc'd, counts[size])
+    void (*gather)(void *ctx, const void *send, size_t n, char **recv, size_t *counts);
+    void (*bcast)(void *ctx, void *buf, size_t n);  // from rank 0
+} ckpt_group;
+int ckpt_save_group(const char *output_dir, long step, const ckpt_slice *slices, int n, const cJSON *state,
+                    int keep_last, ckpt_save_stats *stats, const ckpt_group *g);
+
 typedef struct ckpt ckpt;
 // Opens a checkpoint directory: parses and checks the manifest and that every
 // file exists with its recorded size. Checksums are checked on read.

@@ -2,6 +2,7 @@
 #include "util/philox.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,7 @@ static void bind_views(qwen3_model *m, real_t *base, real_t **embed, real_t **fi
     if (m->cfg.tie_word_embeddings) *lm_head = *embed;
 }
 
-int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be) {
+static int create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be, int alloc_params) {
     memset(m, 0, sizeof *m);
     if (qwen3_config_validate(cfg, "model config") != 0) return -1;
     m->cfg = *cfg;
@@ -74,11 +75,65 @@ int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be) {
     }
     add_tensor(m, &cap, "model.norm.weight", 1, C, 1, -1, -1);
     if (!cfg->tie_word_embeddings) add_tensor(m, &cap, "lm_head.weight", 2, cfg->vocab_size, C, -1, -1);
-    m->params = be->alloc(be, sizeof(real_t) * m->num_params);
     m->layers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
     m->dlayers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
-    bind_views(m, m->params, &m->embed, &m->final_norm, &m->lm_head, m->layers);
+    if (alloc_params) {
+        m->params = be->alloc(be, sizeof(real_t) * m->num_params);
+        bind_views(m, m->params, &m->embed, &m->final_norm, &m->lm_head, m->layers);
+    }
     return 0;
+}
+
+int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be) { return create(m, cfg, be, 1); }
+int qwen3_create_layout(qwen3_model *m, const qwen3_config *cfg, pt_backend *be) { return create(m, cfg, be, 0); }
+
+int qwen3_num_units(const qwen3_model *m) { return m->cfg.num_hidden_layers + 2; }
+
+int qwen3_tensor_unit(const qwen3_model *m, const qwen3_param_info *t) {
+    if (t->layer >= 0) return t->layer + 1;
+    return !strcmp(t->name, "model.embed_tokens.weight") ? 0 : m->cfg.num_hidden_layers + 1;
+}
+
+void qwen3_unit_range(const qwen3_model *m, int unit, size_t *offset, size_t *count) {
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const qwen3_param_info *t = &m->tensors[i];
+        if (qwen3_tensor_unit(m, t) != unit) continue;
+        lo = PT_MIN(lo, t->offset);
+        hi = PT_MAX(hi, t->offset + ((t->numel + 15) & ~(size_t)15));
+    }
+    *offset = lo == SIZE_MAX ? 0 : lo;
+    *count = lo == SIZE_MAX ? 0 : hi - lo;
+}
+
+void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grads_base) {
+    size_t off, cnt;
+    qwen3_unit_range(m, unit, &off, &cnt);
+    for (int i = 0; i < m->num_tensors; i++) {
+        const qwen3_param_info *t = &m->tensors[i];
+        if (qwen3_tensor_unit(m, t) != unit) continue;
+        for (int g = 0; g < 2; g++) {
+            real_t *base = g ? grads_base : params_base;
+            if (!base) continue;
+            real_t *p = base + (t->offset - off);
+            if (t->layer >= 0) {
+                qwen3_layer_params *L = g ? &m->dlayers[t->layer] : &m->layers[t->layer];
+                real_t **slot[P_LAYER_COUNT] = {&L->input_norm, &L->q, &L->k, &L->v, &L->o, &L->q_norm,
+                                                &L->k_norm, &L->post_norm, &L->gate, &L->up, &L->down};
+                *slot[t->kind] = p;
+            } else if (unit == 0) {
+                *(g ? &m->dembed : &m->embed) = p;
+            } else if (!strcmp(t->name, "model.norm.weight")) {
+                *(g ? &m->dfinal_norm : &m->final_norm) = p;
+            } else {
+                *(g ? &m->dlm_head : &m->lm_head) = p;
+            }
+        }
+    }
+    if (m->cfg.tie_word_embeddings) {
+        m->lm_head = m->embed;
+        m->dlm_head = m->dembed;
+    }
 }
 
 void qwen3_alloc_grads(qwen3_model *m) {
@@ -93,6 +148,9 @@ static void free_activations(qwen3_model *m) {
     if (m->ids) be->free(be, m->ids);
     if (m->targets) be->free(be, m->targets);
     free(m->acts);
+    free(m->host_ids);
+    free(m->host_targets);
+    m->host_ids = m->host_targets = NULL;
     m->act_memory = NULL;
     m->ids = m->targets = NULL;
     m->acts = NULL;
@@ -205,6 +263,8 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
 #undef ALIGN16
     m->ids = be->alloc(be, sizeof(int32_t) * N);
     m->targets = be->alloc(be, sizeof(int32_t) * N);
+    m->host_ids = pt_malloc(sizeof(int32_t) * N);
+    m->host_targets = pt_malloc(sizeof(int32_t) * N);
     real_t *cs = pt_malloc(sizeof(real_t) * (size_t)T * D), *sn = pt_malloc(sizeof(real_t) * (size_t)T * D);
     rope_tables(c, T, cs, sn);
     be->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
@@ -217,18 +277,41 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
 }
 
 static int check_ids(const qwen3_model *m, const int32_t *ids, const int32_t *targets, size_t N) {
+    const int V = m->par ? m->par->vocab_global : m->cfg.vocab_size;
     for (size_t i = 0; i < N; i++) {
-        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size) {
-            pt_set_error("input token %zu has id %d outside the vocabulary [0, %d)", i, ids[i], m->cfg.vocab_size);
+        if (ids[i] < 0 || ids[i] >= V) {
+            pt_set_error("input token %zu has id %d outside the vocabulary [0, %d)", i, ids[i], V);
             return -1;
         }
-        if (targets && targets[i] != -100 && (targets[i] < 0 || targets[i] >= m->cfg.vocab_size)) {
+        if (targets && targets[i] != -100 && (targets[i] < 0 || targets[i] >= V)) {
             pt_set_error("label %zu has id %d outside the vocabulary [0, %d) (and is not -100)", i, targets[i],
-                         m->cfg.vocab_size);
+                         V);
             return -1;
         }
     }
     return 0;
+}
+
+static void gather(qwen3_model *m, int unit) {
+    if (m->par && m->par->gather) m->par->gather(m->par->ctx, m, unit);
+}
+static void grads_ready(qwen3_model *m, int unit) {
+    if (m->par && m->par->grads_ready) m->par->grads_ready(m->par->ctx, m, unit);
+}
+static void tp_allreduce(qwen3_model *m, real_t *x, size_t n) {
+    if (m->par && m->par->tp_size > 1) m->par->tp_allreduce(m->par->ctx, x, n);
+}
+// The tied lm_head is the embedding: unit 0 again.
+static void gather_lm_head(qwen3_model *m) {
+    gather(m, m->cfg.tie_word_embeddings ? 0 : m->cfg.num_hidden_layers + 1);
+}
+static void lm_head_xent(qwen3_model *m, double *loss_sum, real_t *dinp, real_t *dw, int N, float scale) {
+    pt_backend *be = m->be;
+    const int C = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    if (m->par && m->par->tp_size > 1)
+        m->par->tp_lm_head_xent(m->par->ctx, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
+    else
+        be->lm_head_xent(be, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
 }
 
 // Shared forward up to the final norm (output in m->lnf).
@@ -238,8 +321,11 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
     const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
               KV = c->num_key_value_heads, D = c->head_dim;
     const float eps = (float)c->rms_norm_eps;
+    gather(m, 0);
     be->embedding_forward(be, m->acts[0].res_in, m->ids, m->embed, N, C);
+    tp_allreduce(m, m->acts[0].res_in, (size_t)N * C);  // each rank looked up its vocabulary rows
     for (int l = 0; l < c->num_hidden_layers; l++) {
+        gather(m, l + 1);
         qwen3_layer_acts *a = &m->acts[l];
         const qwen3_layer_params *p = &m->layers[l];
         real_t *res_out = l + 1 < c->num_hidden_layers ? m->acts[l + 1].res_in : m->res_final;
@@ -254,6 +340,7 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
         be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
         be->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
         be->matmul_forward(be, a->res_mid, a->att_out, p->o, N, H * D, C);
+        tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
         be->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
         // MLP block
         be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
@@ -261,8 +348,10 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
         be->matmul_forward(be, a->up, a->ln2, p->up, N, C, I);
         be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
         be->matmul_forward(be, res_out, a->act, p->down, N, I, C);
+        tp_allreduce(m, res_out, (size_t)N * C);  // down_proj is row-parallel
         be->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
     }
+    gather(m, c->num_hidden_layers + 1);
     be->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
 }
 
@@ -270,22 +359,40 @@ static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, i
     const size_t N = (size_t)B * T;
     if (check_ids(m, ids, targets, N) != 0) return -1;
     if (qwen3_alloc_activations(m, B, T) != 0) return -1;
-    m->be->upload(m->be, m->ids, ids, sizeof(int32_t) * N);
     int count = 0;
-    if (targets) {
-        m->be->upload(m->be, m->targets, targets, sizeof(int32_t) * N);
+    if (targets)
         for (size_t i = 0; i < N; i++) count += targets[i] != -100;
+    if (m->par && m->par->tp_size > 1) {
+        // Vocabulary shard [v0, v0 + V): ids elsewhere become -1 (a zero
+        // embedding row here; another rank contributes it); labels elsewhere
+        // -1 (counted, but their logit lives on another rank).
+        const int v0 = m->par->vocab_start, V = m->cfg.vocab_size;
+        for (size_t i = 0; i < N; i++) m->host_ids[i] = ids[i] >= v0 && ids[i] < v0 + V ? ids[i] - v0 : -1;
+        ids = m->host_ids;
+        if (targets) {
+            for (size_t i = 0; i < N; i++)
+                m->host_targets[i] = targets[i] == -100 ? -100
+                                     : targets[i] >= v0 && targets[i] < v0 + V ? targets[i] - v0 : -1;
+            targets = m->host_targets;
+        }
     }
+    m->be->upload(m->be, m->ids, ids, sizeof(int32_t) * N);
+    if (targets) m->be->upload(m->be, m->targets, targets, sizeof(int32_t) * N);
     if (num_targets) *num_targets = count;
     return 0;
 }
 
 int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, double *loss_sum,
                   int *num_targets, float *logits_out) {
+    if (logits_out && m->par && m->par->tp_size > 1) {
+        pt_set_error("full logits are not gathered under tensor parallelism");
+        return -1;
+    }
     if (prepare(m, ids, targets, B, T, num_targets) != 0) return -1;
     pt_backend *be = m->be;
     const int N = B * T, C = m->cfg.hidden_size, V = m->cfg.vocab_size;
     forward_trunk(m, B, T);
+    gather_lm_head(m);
     if (logits_out) {
         real_t *lg = be->alloc(be, sizeof(real_t) * (size_t)N * V);
         be->matmul_forward(be, lg, m->lnf, m->lm_head, N, C, V);
@@ -299,25 +406,29 @@ int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, in
         }
         be->free(be, lg);
     }
-    if (targets && loss_sum)
-        be->lm_head_xent(be, loss_sum, NULL, NULL, m->lnf, m->lm_head, m->targets, N, C, V, 0.0f);
+    if (targets && loss_sum) lm_head_xent(m, loss_sum, NULL, NULL, N, 0.0f);
     return 0;
 }
 
 int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
                            float loss_scale, double *loss_sum, int *num_targets) {
-    if (!m->grads) qwen3_alloc_grads(m);
+    if (!m->dembed) qwen3_alloc_grads(m);  // (a parallel runtime binds its own gradient views)
     if (prepare(m, ids, targets, B, T, num_targets) != 0) return -1;
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
     const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
-              KV = c->num_key_value_heads, D = c->head_dim, V = c->vocab_size;
+              KV = c->num_key_value_heads, D = c->head_dim;
     forward_trunk(m, B, T);
     // Fused lm_head + loss: d_ln = d(loss)/d(lnf), dlm_head accumulated.
-    be->lm_head_xent(be, loss_sum, m->d_ln, m->dlm_head, m->lnf, m->lm_head, m->targets, N, C, V, loss_scale);
+    gather_lm_head(m);
+    lm_head_xent(m, loss_sum, m->d_ln, m->dlm_head, N, loss_scale);
+    tp_allreduce(m, m->d_ln, (size_t)N * C);  // vocabulary-parallel lm_head: partial d(lnf)
+    gather(m, c->num_hidden_layers + 1);
     be->zero(be, m->d_res, sizeof(real_t) * (size_t)N * C);
     be->rmsnorm_backward(be, m->d_res, m->dfinal_norm, m->d_ln, m->res_final, m->final_norm, m->lnf_rstd, N, C);
+    grads_ready(m, c->num_hidden_layers + 1);
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
+        gather(m, l + 1);
         const qwen3_layer_acts *a = &m->acts[l];
         const qwen3_layer_params *p = &m->layers[l];
         const qwen3_layer_params *dp = &m->dlayers[l];
@@ -328,6 +439,7 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
         be->matmul_backward(be, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
         be->matmul_backward(be, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
+        tp_allreduce(m, m->d_ln, (size_t)N * C);  // gate/up are column-parallel: partial d(ln2)
         be->rmsnorm_backward(be, m->d_res, dp->post_norm, m->d_ln, a->res_mid, p->post_norm, a->ln2_rstd, N, C);
         // d_res = d(res_mid). Attention: res_mid = res_in + o(attn(...))
         be->zero(be, m->d_att, sizeof(real_t) * (size_t)N * H * D);
@@ -344,9 +456,13 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         be->matmul_backward(be, m->d_ln, dp->q, m->d_qn, a->ln1, p->q, N, C, H * D);
         be->matmul_backward(be, m->d_ln, dp->k, m->d_kn, a->ln1, p->k, N, C, KV * D);
         be->matmul_backward(be, m->d_ln, dp->v, m->d_v, a->ln1, p->v, N, C, KV * D);
+        tp_allreduce(m, m->d_ln, (size_t)N * C);  // q/k/v are column-parallel: partial d(ln1)
         be->rmsnorm_backward(be, m->d_res, dp->input_norm, m->d_ln, a->res_in, p->input_norm, a->ln1_rstd, N, C);
+        grads_ready(m, l + 1);
     }
+    gather(m, 0);
     be->embedding_backward(be, m->dembed, m->d_res, m->ids, N, C);
+    grads_ready(m, 0);
     return 0;
 }
 

@@ -44,9 +44,38 @@ typedef struct {
     real_t *gate, *up, *act;  // [N,I]
 } qwen3_layer_acts;
 
-typedef struct {
+typedef struct qwen3_model qwen3_model;
+
+// Hooks through which a parallel runtime (src/dist) joins the model without
+// the model knowing about communicators. NULL on a single process.
+//
+// Tensor parallel (tp_size > 1): the model holds its rank's shard (heads,
+// intermediate columns, vocabulary rows [vocab_start, vocab_start + local
+// vocab)); the model maps token ids into the shard and calls tp_allreduce on
+// the partial sums of the row-parallel matmuls (forward) and of d(input) of
+// the column-parallel ones (backward), and tp_lm_head_xent instead of
+// be->lm_head_xent (targets: local index, -1 = counted but in another shard,
+// -100 = ignored).
+//
+// Parameter units (FSDP): unit 0 = embedding, 1..L = layers, L+1 = head (final
+// norm, untied lm_head). gather(u) is called before the model reads unit u's
+// parameters, grads_ready(u) once a micro-batch's gradient of unit u is
+// complete (after its last use in backward).
+typedef struct qwen3_parallel {
+    int tp_size, tp_rank;
+    int vocab_start, vocab_global;
+    void *ctx;
+    void (*tp_allreduce)(void *ctx, real_t *x, size_t n);
+    void (*tp_lm_head_xent)(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
+                            const real_t *w, const int32_t *targets, int N, int C, int V, float scale);
+    void (*gather)(void *ctx, qwen3_model *m, int unit);
+    void (*grads_ready)(void *ctx, qwen3_model *m, int unit);
+} qwen3_parallel;
+
+struct qwen3_model {
     qwen3_config cfg;
     pt_backend *be;
+    const qwen3_parallel *par;  // NULL: a single process
 
     int num_tensors;
     qwen3_param_info *tensors;
@@ -70,11 +99,22 @@ typedef struct {
     real_t *d_res, *d_ln, *d_q, *d_k, *d_v, *d_att, *d_qn, *d_kn, *d_gate, *d_up, *d_act;
     real_t *act_memory;           // the single activation allocation
     size_t act_bytes;
-} qwen3_model;
+    int32_t *host_ids, *host_targets;  // [N] host scratch: ids mapped into the vocabulary shard
+};
 
 // Builds the parameter layout and allocates parameters (zeroed) on `be`.
 int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be);
+// The same layout without allocating parameters: a parallel runtime binds
+// each unit's views to its own buffers (qwen3_bind_unit).
+int qwen3_create_layout(qwen3_model *m, const qwen3_config *cfg, pt_backend *be);
 void qwen3_free(qwen3_model *m);
+int qwen3_num_units(const qwen3_model *m);
+int qwen3_tensor_unit(const qwen3_model *m, const qwen3_param_info *t);
+// Elements [*offset, *offset + *count) of the parameter buffer that unit u spans.
+void qwen3_unit_range(const qwen3_model *m, int unit, size_t *offset, size_t *count);
+// Points the views of unit u's tensors (params and, if grads_base, grads) at
+// buffers laid out like the unit's range of the parameter buffer.
+void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grads_base);
 void qwen3_alloc_grads(qwen3_model *m);
 // Allocates activations for batches up to B x T (re-allocates when larger).
 int qwen3_alloc_activations(qwen3_model *m, int B, int T);

@@ -2,6 +2,8 @@
 #include "train/ckpt_interval.h"
 #include "backend/backend.h"
 #include "data/loader.h"
+#include "dist/comm.h"
+#include "dist/parallel.h"
 #include "io/hf_model.h"
 #include "train/faults.h"
 #include "train/manifest.h"
@@ -38,6 +40,11 @@ void pt_train_args_defaults(pt_train_args *a) {
     a->nan_max_count = 3;
 }
 
+// The layout of a distributed run (NULL on a single process), for args_json.
+static const pt_parallel *g_par;
+static int g_error_elsewhere;
+int pt_train_error_reported_elsewhere(void) { return g_error_elsewhere; }
+
 static cJSON *args_json(const pt_train_args *a) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "model", a->model_dir);
@@ -68,6 +75,17 @@ static cJSON *args_json(const pt_train_args *a) {
     static const char *const pol[] = {"stop", "skip", "rollback"};
     cJSON_AddStringToObject(r, "nan_policy", pol[a->nan_policy]);
     cJSON_AddNumberToObject(r, "nan_max_count", a->nan_max_count);
+    if (g_par) {
+        const pt_mesh *mm = pt_parallel_mesh(g_par);
+        char order[32];
+        pt_mesh_order_str(mm, order, sizeof order);
+        cJSON *pj = cJSON_AddObjectToObject(r, "parallel");
+        cJSON_AddNumberToObject(pj, "world_size", pt_parallel_world(g_par));
+        cJSON_AddNumberToObject(pj, "tp", mm->tp);
+        cJSON_AddNumberToObject(pj, "fsdp", mm->fsdp);
+        cJSON_AddNumberToObject(pj, "dp", mm->dp);
+        cJSON_AddStringToObject(pj, "mesh_order", order);
+    }
     return r;
 }
 
@@ -157,8 +175,8 @@ static int json_num(const cJSON *o, const char *path1, const char *path2, double
 
 // Restores model + optimizer from a checkpoint and checks that the frozen
 // parts of the run match; returns the step to continue from, or -1.
-static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *opt, pt_run_hashes *h,
-                   int rows_per_step, const pt_loader *loader) {
+static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *opt, pt_parallel *P,
+                   pt_run_hashes *h, int rows_per_step, const pt_loader *loader) {
     const cJSON *st = ckpt_state(c);
     double step, ostep, rows, T;
     const cJSON *mh = cJSON_GetObjectItemCaseSensitive(st, "manifest");
@@ -188,16 +206,14 @@ static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *op
                      "resuming would read other batches", ckpt_dir(c));
         return -1;
     }
-    char cfg_hex[65], w_hex[65];
-    pt_hash_model(m, cfg_hex, w_hex);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(mh, "config_sha256");
     const cJSON *iw = cJSON_GetObjectItemCaseSensitive(mh, "initial_weights_sha256");
-    if (!cJSON_IsString(ch) || strcmp(ch->valuestring, cfg_hex) != 0) {
+    if (!cJSON_IsString(ch) || strcmp(ch->valuestring, h->config_sha256) != 0) {
         pt_set_error("%s: the checkpoint's model config differs from %s/config.json", ckpt_dir(c), a->model_dir);
         return -1;
     }
     if (cJSON_IsString(iw)) snprintf(h->initial_weights_sha256, 65, "%s", iw->valuestring);
-    if (pt_load_train_state(c, m, opt) != 0) return -1;
+    if (P ? pt_parallel_load_ckpt(P, c) : pt_load_train_state(c, m, opt)) return -1;
     opt->t = (int)ostep;
     if ((long)step >= a->max_steps)
         pt_warn("checkpoint step %ld is already at --max-steps %ld", (long)step, a->max_steps);
@@ -243,8 +259,8 @@ static const char *jnum(char buf[32], double v) {
 // truncates metrics.jsonl to it. Returns the restored step, 0 when there is
 // no checkpoint to go back to (nothing changed), -1 on error (the model may be
 // partly restored: the caller must stop).
-static long rollback(const pt_train_args *a, long fault_step, qwen3_model *m, pt_adamw *opt, pt_run_hashes *h,
-                     int rows_per_step, const pt_loader *loader, const char *mpath, FILE **metrics) {
+static long rollback(const pt_train_args *a, long fault_step, qwen3_model *m, pt_adamw *opt, pt_parallel *P,
+                     pt_run_hashes *h, int rows_per_step, const pt_loader *loader, const char *mpath, FILE **metrics) {
     char *lp = pt_path_join(a->output_dir, "latest");
     const bool any = pt_file_exists(lp);
     free(lp);
@@ -256,32 +272,155 @@ static long rollback(const pt_train_args *a, long fault_step, qwen3_model *m, pt
         ckpt_close(c);
         return 0;
     }
-    const long back = resume(c, a, m, opt, h, rows_per_step, loader);
+    const long back = resume(c, a, m, opt, P, h, rows_per_step, loader);
     if (back < 0) {
         ckpt_close(c);
         return -1;
     }
     const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ckpt_state(c), "metrics_record");
-    fclose(*metrics);
-    *metrics = open_metrics(mpath, back, cJSON_IsString(mr) ? mr->valuestring : NULL);
+    if (*metrics) {
+        fclose(*metrics);
+        *metrics = open_metrics(mpath, back, cJSON_IsString(mr) ? mr->valuestring : NULL);
+    }
     if (!a->quiet) pt_info("rolled back to %s", ckpt_dir(c));
     ckpt_close(c);
-    if (!*metrics) {
+    if (!*metrics && (!P || pt_parallel_rank(P) == 0)) {
         pt_set_error("%s: cannot reopen after the rollback: %s", mpath, strerror(errno));
         return -1;
     }
     return back;
 }
 
+// ---------------------------------------------------------------- distribution
+
+// Test-only: PT_TEST_DIST_STALL_RANK=R makes world rank R stall before it
+// joins the job (a missing rank at start-up).
+static void test_stall_rank(void) {
+    const char *s = getenv("PT_TEST_DIST_STALL_RANK"), *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (s && r && atoi(s) == atoi(r))
+        for (;;) pause();
+}
+
+static double g_startup_timeout;
+static void startup_alarm(int sig) {
+    (void)sig;
+    char msg[256];
+    int n = snprintf(msg, sizeof msg,
+                     "portatrain: error: distributed start-up: not every rank joined within %.0f s (a rank is missing "
+                     "or stuck; PT_DIST_STARTUP_TIMEOUT sets the limit)\n", g_startup_timeout);
+    if (write(2, msg, (size_t)n) < 0) {}
+    _exit(1);
+}
+
+// Every rank reports whether its set-up succeeded and its resolved arguments;
+// rank 0 checks that all succeeded and agree, and every rank gets the verdict.
+// Returns 0, or -1 with the same error on every rank.
+static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
+    cJSON *rep = cJSON_CreateObject();
+    cJSON_AddBoolToObject(rep, "ok", ok);
+    if (!ok) cJSON_AddStringToObject(rep, "error", pt_last_error());
+    cJSON *aj = args_json(a);
+    cJSON_DeleteItemFromObject(aj, "omp_threads");  // may differ per rank
+    cJSON_AddItemToObject(rep, "args", aj);
+    char *text = cJSON_PrintUnformatted(rep);
+    cJSON_Delete(rep);
+    const int W = pt_comm_size(world), me = pt_comm_rank(world);
+    size_t *counts = pt_calloc(W, sizeof(size_t));
+    char *all = NULL;
+    pt_comm_gather_bytes(world, text, strlen(text), 0, &all, counts);
+    free(text);
+    struct { int ok; char text[2044]; } verdict;
+    memset(&verdict, 0, sizeof verdict);
+    verdict.ok = 1;
+    if (me == 0) {
+        size_t off = 0;
+        cJSON *args0 = NULL;
+        for (int r = 0; r < W && verdict.ok; r++) {
+            cJSON *rj = cJSON_ParseWithLength(all + off, counts[r]);
+            off += counts[r];
+            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "ok"))) {
+                const cJSON *e = cJSON_GetObjectItemCaseSensitive(rj, "error");
+                if (r == 0) snprintf(verdict.text, sizeof verdict.text, "%s", cJSON_IsString(e) ? e->valuestring : "?");
+                else snprintf(verdict.text, sizeof verdict.text, "rank %d: %s", r, cJSON_IsString(e) ? e->valuestring : "?");
+                verdict.ok = 0;
+            } else if (r == 0) {
+                args0 = cJSON_DetachItemFromObject(rj, "args");
+            } else {
+                const cJSON *ar = cJSON_GetObjectItemCaseSensitive(rj, "args"), *x;
+                cJSON_ArrayForEach(x, args0) {
+                    const cJSON *y = cJSON_GetObjectItemCaseSensitive(ar, x->string);
+                    if (y && cJSON_Compare(x, y, 1)) continue;
+                    char *xs = cJSON_PrintUnformatted(x), *ys = y ? cJSON_PrintUnformatted(y) : pt_strdup("(absent)");
+                    snprintf(verdict.text, sizeof verdict.text,
+                             "rank %d was started with other arguments than rank 0: %s is %s there, %s on rank 0 "
+                             "(every rank must run the same command)", r, x->string, ys, xs);
+                    free(xs);
+                    free(ys);
+                    verdict.ok = 0;
+                    break;
+                }
+            }
+            cJSON_Delete(rj);
+        }
+        cJSON_Delete(args0);
+    }
+    free(all);
+    free(counts);
+    pt_comm_broadcast(world, &verdict, sizeof verdict, 0);
+    if (verdict.ok) return 0;
+    pt_set_error("%s", verdict.text);
+    return -1;
+}
+
+// The layout from the flags: unspecified dimensions take what the world leaves.
+static int resolve_mesh(const pt_train_args *a, int world, pt_mesh *mesh) {
+    memset(mesh, 0, sizeof *mesh);
+    mesh->tp = a->tp > 0 ? a->tp : 1;
+    mesh->fsdp = a->fsdp > 0 ? a->fsdp : 1;
+    if (a->dp > 0) mesh->dp = a->dp;
+    else if (a->fsdp > 0 || a->tp > 0) mesh->dp = world % (mesh->tp * mesh->fsdp) == 0 ? world / (mesh->tp * mesh->fsdp) : 1;
+    else mesh->dp = world;  // plain data parallel
+    if (a->fsdp <= 0 && a->dp > 0 && a->tp > 0 && world % (mesh->tp * mesh->dp) == 0)
+        mesh->fsdp = world / (mesh->tp * mesh->dp);
+    mesh->order[0] = PT_DIM_TP, mesh->order[1] = PT_DIM_FSDP, mesh->order[2] = PT_DIM_DP;
+    if (a->mesh_order && pt_mesh_parse_order(a->mesh_order, mesh->order) != 0) return -1;
+    return 0;
+}
+
+static double rss_peak_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+    fclose(f);
+    return kb / 1024.0;
+}
+
+// ---------------------------------------------------------------- the loop
+
 int pt_train(const pt_train_args *a) {
     pt_lr_schedule sched;
-    if (validate(a, &sched) != 0) return -1;
-    if (pt_mkdir_p(a->output_dir) != 0) return -1;
-    pt_backend *be = pt_backend_create(a->backend);
-    if (!be) return -1;
+    pt_comm *world = NULL;
+    pt_parallel *P = NULL;
+    const bool distributed = a->tp > 1 || a->fsdp > 1 || a->dp > 1 || pt_comm_launched();
+    bool collective_error = true;  // set-up errors are the same on every rank (or agreed on)
+    if (distributed) {
+        test_stall_rank();
+        const char *to = getenv("PT_DIST_STARTUP_TIMEOUT");
+        g_startup_timeout = to && atof(to) > 0 ? atof(to) : 120;
+        signal(SIGALRM, startup_alarm);
+        alarm((unsigned)(g_startup_timeout + 0.5));
+        world = pt_comm_init(1);
+        if (!world) return -1;
+    }
+    const int rank = world ? pt_comm_rank(world) : 0;
+    pt_backend *be = NULL;
     int rc = -1;
     qwen3_model model;
     memset(&model, 0, sizeof model);
+    qwen3_model *mdl = &model;
     pt_adamw opt;
     memset(&opt, 0, sizeof opt);
     pt_loader *loader = NULL;
@@ -289,71 +428,127 @@ int pt_train(const pt_train_args *a) {
     int32_t *ids = NULL, *labels = NULL;
     char *mpath = NULL;
     char *ckpt_record = NULL;
-
-    if (hf_model_load(&model, a->model_dir, be) != 0) goto done;
-    const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
-    if (T > model.cfg.max_position_embeddings) {
-        pt_set_error("--seq-len %d exceeds the model's max_position_embeddings %d", T,
-                     model.cfg.max_position_embeddings);
-        goto done;
-    }
-    pt_loader_config lc = {.data_path = a->data_path, .seq_len = T, .rows_per_step = B * accum, .dp_rank = 0,
-                           .dp_world = 1, .mode = a->padded ? PT_LOADER_PADDED : PT_LOADER_PACKED, .shuffle = a->shuffle, .seed = a->seed,
-                           .model_vocab = (uint32_t)model.cfg.vocab_size};
-    loader = pt_loader_open(&lc);
-    if (!loader) goto done;
-    qwen3_alloc_grads(&model);
-    if (qwen3_alloc_activations(&model, B, T) != 0) goto done;
-    pt_adamw_init(&opt, &model);
     pt_run_hashes hashes;
     memset(&hashes, 0, sizeof hashes);
-    snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
+    int setup_ok = 0;
+    const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
+    int data_world = 1, data_rank = 0;
+
+    if (validate(a, &sched) != 0) goto setup_done;
+    if (rank == 0 && pt_mkdir_p(a->output_dir) != 0) goto setup_done;
+    be = pt_backend_create(a->backend);
+    if (!be) goto setup_done;
+    if (hf_model_load(&model, a->model_dir, be) != 0) goto setup_done;
     pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
+    if (world) {
+        pt_mesh mesh;
+        if (resolve_mesh(a, pt_comm_size(world), &mesh) != 0) goto setup_done;
+        P = pt_parallel_create(world, &mesh, &model.cfg, be);
+        if (!P) goto setup_done;
+        g_par = P;
+        pt_parallel_load_full(P, &model);
+        qwen3_free(&model);
+        mdl = pt_parallel_model(P);
+        data_world = pt_parallel_data_world(P);
+        data_rank = pt_parallel_data_rank(P);
+    }
+    if (T > mdl->cfg.max_position_embeddings) {
+        pt_set_error("--seq-len %d exceeds the model's max_position_embeddings %d", T, mdl->cfg.max_position_embeddings);
+        goto setup_done;
+    }
+    {
+        pt_loader_config lc = {.data_path = a->data_path, .seq_len = T, .rows_per_step = B * accum * data_world,
+                               .dp_rank = data_rank, .dp_world = data_world,
+                               .mode = a->padded ? PT_LOADER_PADDED : PT_LOADER_PACKED, .shuffle = a->shuffle,
+                               .seed = a->seed, .model_vocab = (uint32_t)(P ? pt_parallel_plan(P)->global.vocab_size
+                                                                            : mdl->cfg.vocab_size)};
+        loader = pt_loader_open(&lc);
+        if (!loader) goto setup_done;
+    }
+    if (!P) {
+        qwen3_alloc_grads(mdl);
+        pt_adamw_init(&opt, mdl);
+    }
+    if (qwen3_alloc_activations(mdl, B, T) != 0) goto setup_done;
+    snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
+    setup_ok = 1;
+setup_done:
+    if (world) {
+        alarm(0);
+        if (startup_agree(world, setup_ok, a) != 0) {
+            g_error_elsewhere = rank != 0;
+            goto done;
+        }
+    } else if (!setup_ok) {
+        goto done;
+    }
+    const int rows_per_step = B * accum * data_world;
     long start_step = 0;
     double restore_time = -1;
     if (a->resume_from_checkpoint) {
         const double tr = pt_now_s();
         ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
-        if (!c) goto done;
-        start_step = resume(c, a, &model, &opt, &hashes, B * accum, loader);
-        if (start_step < 0) {
-            ckpt_close(c);
+        start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
+        if (world) {  // every rank must have restored its shards
+            const int fail = start_step < 0;
+            if (pt_comm_any(world, fail)) {
+                if (!fail) pt_set_error("another rank could not restore its part of the checkpoint");
+                g_error_elsewhere = rank != 0 && !fail;
+                if (c) ckpt_close(c);
+                goto done;
+            }
+        } else if (start_step < 0) {
+            if (c) ckpt_close(c);
             goto done;
         }
         restore_time = pt_now_s() - tr;
         const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ckpt_state(c), "metrics_record");
         if (cJSON_IsString(mr)) ckpt_record = pt_strdup(mr->valuestring);
-        if (!a->quiet)
+        if (!a->quiet && rank == 0)
             pt_info("resumed from %s at step %ld (restore %.3f s)", ckpt_dir(c), start_step, restore_time);
         ckpt_close(c);
     }
+    collective_error = false;  // from here on, an error on one rank alone ends the job (pt_comm_abort)
 
-    {
+    if (rank == 0) {
         cJSON *aj = args_json(a);
         char *p = pt_path_join(a->output_dir, "train_args.json");
         int wrc = pt_json_write_file(p, aj);
         free(p);
         cJSON_Delete(aj);
         if (wrc) goto done;
+        if (pt_manifest_write(a, be->name, be->device) != 0) goto done;  // OUTPUT/manifest.json (train/manifest.h)
+        mpath = pt_path_join(a->output_dir, "metrics.jsonl");
+        metrics = open_metrics(mpath, start_step, ckpt_record);
+        if (!metrics) {
+            pt_set_error("%s: cannot open for writing: %s", mpath, strerror(errno));
+            goto done;
+        }
     }
-    if (pt_manifest_write(a, be->name, be->device) != 0) goto done;  // OUTPUT/manifest.json (train/manifest.h)
-    mpath = pt_path_join(a->output_dir, "metrics.jsonl");
-    metrics = open_metrics(mpath, start_step, ckpt_record);
     free(ckpt_record);
     ckpt_record = NULL;
-    if (!metrics) {
-        pt_set_error("%s: cannot open for writing: %s", mpath, strerror(errno));
-        goto done;
-    }
     const size_t rows = (size_t)B * accum;
     ids = pt_malloc(sizeof(int32_t) * rows * T);
     labels = pt_malloc(sizeof(int32_t) * rows * T);
-    const bool tty = isatty(2) && !a->quiet;
-    const double flops_tok = qwen3_train_flops_per_token(&model.cfg, T);
-    if (!a->quiet)
-        pt_info("training %s: %zu parameters, backend %s, %d threads, batch %d x %d accumulation x %d tokens, "
-                "%ld steps", a->model_dir, model.num_params, be->name, omp_get_max_threads(), B, accum, T,
-                a->max_steps);
+    const bool quiet = a->quiet || rank != 0;
+    const bool tty = isatty(2) && !quiet;
+    const qwen3_config *gcfg = P ? &pt_parallel_plan(P)->global : &mdl->cfg;
+    const double flops_tok = qwen3_train_flops_per_token(gcfg, T);
+    if (!quiet) {
+        if (P) {
+            const pt_mesh *mm = pt_parallel_mesh(P);
+            char order[32];
+            pt_mesh_order_str(mm, order, sizeof order);
+            pt_info("training %s: %zu parameters per tensor-parallel rank, backend %s, %d ranks (tp %d x fsdp %d x dp %d, innermost first %s), "
+                    "%d threads/rank, batch %d x %d accumulation x %d data ranks x %d tokens, %ld steps", a->model_dir,
+                    pt_parallel_plan(P)->local_numel, be->name, pt_parallel_world(P), mm->tp, mm->fsdp, mm->dp,
+                    order, omp_get_max_threads(), B, accum, data_world, T, a->max_steps);
+        } else {
+            pt_info("training %s: %zu parameters, backend %s, %d threads, batch %d x %d accumulation x %d tokens, "
+                    "%ld steps", a->model_dir, mdl->num_params, be->name, omp_get_max_threads(), B, accum, T,
+                    a->max_steps);
+        }
+    }
     const double t_start = pt_now_s();
     double loss_first = NAN, loss_last = NAN, loss_min = INFINITY;
     // Non-finite steps (--nan-policy, docs/RECOVERY.md): how many were
@@ -367,24 +562,32 @@ int pt_train(const pt_train_args *a) {
     double step_time_sum = 0;
     for (long step = start_step; step < a->max_steps; step++) {
         const double t0 = pt_now_s();
+        pt_comm_stats cs0;
+        pt_comm_get_stats(&cs0);
         int row_len = T;
         if (pt_loader_batch(loader, (uint64_t)step, ids, labels, &row_len) != 0) goto done;
         long step_targets = 0;
         for (size_t i = 0; i < rows * (size_t)row_len; i++) step_targets += labels[i] != -100;
-        be->zero(be, model.grads, sizeof(real_t) * model.num_params);
+        if (P) step_targets = (long)pt_parallel_data_sum(P, (double)step_targets);  // the global batch's
+        if (P) pt_parallel_zero_grads(P);
+        else be->zero(be, mdl->grads, sizeof(real_t) * mdl->num_params);
         double loss_sum = 0;
         const float scale = step_targets > 0 ? (float)(1.0 / (double)step_targets) : 0.0f;
         for (int mb = 0; mb < accum; mb++) {
             double ls = 0;
             int nt = 0;
             size_t off = (size_t)mb * B * row_len;
-            if (qwen3_forward_backward(&model, ids + off, labels + off, B, row_len, scale, &ls, &nt) != 0)
+            if (qwen3_forward_backward(mdl, ids + off, labels + off, B, row_len, scale, &ls, &nt) != 0)
                 goto done;
             loss_sum += ls;
         }
+        if (P) {
+            pt_parallel_finish_grads(P);
+            loss_sum = pt_parallel_data_sum(P, loss_sum);
+        }
         double loss = step_targets > 0 ? loss_sum / (double)step_targets : 0.0;
-        pt_fault_after_backward(step + 1, &model, &loss);  // test-only nan:step=S
-        const double gnorm = pt_grad_global_norm(&model);
+        if (!P) pt_fault_after_backward(step + 1, mdl, &loss);  // test-only nan:step=S
+        const double gnorm = P ? pt_parallel_grad_norm(P) : pt_grad_global_norm(mdl);
         // Checked before the update, so the weights never become non-finite.
         const char *skip_reason = NULL;
         if (!isfinite(loss) || !isfinite(gnorm)) {
@@ -402,32 +605,36 @@ int pt_train(const pt_train_args *a) {
                                  "steps already handled (--nan-policy %s), stopped before the update", step + 1,
                                  what, loss, gnorm, a->nan_max_count, policy_name[a->nan_policy]);
                 rc = PT_TRAIN_NONFINITE;
+                collective_error = true;  // loss and norm are global: every rank stops here
+                g_error_elsewhere = rank != 0;
                 goto done;
             }
             if (!again) nan_handled++;
             if (a->nan_policy == PT_NAN_ROLLBACK && !again) {
                 const double tr = pt_now_s();
                 if (n_rolled < 64) rolled[n_rolled++] = step + 1;
-                const long back = rollback(a, step + 1, &model, &opt, &hashes, B * accum, loader, mpath, &metrics);
+                const long back = rollback(a, step + 1, mdl, &opt, P, &hashes, rows_per_step, loader, mpath, &metrics);
                 if (back < 0) {
                     pt_prefix_error("step %ld: rollback after a non-finite %s failed: ", step + 1, what);
                     goto done;
                 }
                 if (back > 0) {
-                    pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); rolled back to step %ld (%d of "
-                            "--nan-max-count %d); the batch of step %ld is skipped if it fails again",
-                            step + 1, what, loss, gnorm, back, nan_handled, a->nan_max_count, step + 1);
+                    if (!quiet)
+                        pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); rolled back to step %ld (%d of "
+                                "--nan-max-count %d); the batch of step %ld is skipped if it fails again",
+                                step + 1, what, loss, gnorm, back, nan_handled, a->nan_max_count, step + 1);
                     rb_first = back;
                     rb_from = step + 1;
                     rb_time = pt_now_s() - tr;
                     step = back - 1;  // the loop's step++ continues at checkpoint step + 1
                     continue;
                 }
-                pt_warn("step %ld: non-finite %s and no checkpoint to roll back to; skipping the batch instead "
-                        "(the weights are those of step %ld either way)", step + 1, what, step);
+                if (!quiet)
+                    pt_warn("step %ld: non-finite %s and no checkpoint to roll back to; skipping the batch instead "
+                            "(the weights are those of step %ld either way)", step + 1, what, step);
             } else if (again) {
-                pt_warn("step %ld: non-finite %s again after the rollback; batch skipped, no update", step + 1, what);
-            } else {
+                if (!quiet) pt_warn("step %ld: non-finite %s again after the rollback; batch skipped, no update", step + 1, what);
+            } else if (!quiet) {
                 pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); batch skipped, no update (--nan-policy "
                         "%s, %d of --nan-max-count %d)", step + 1, what, loss, gnorm, policy_name[a->nan_policy],
                         nan_handled, a->nan_max_count);
@@ -435,24 +642,55 @@ int pt_train(const pt_train_args *a) {
         }
         const double lr = a->learning_rate * pt_lr_multiplier(sched, step, a->warmup_steps, a->max_steps);
         if (!skip_reason) {
-            pt_clip_grads(&model, gnorm, a->max_grad_norm);
-            pt_adamw_hparams h = {(float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                                  (float)a->weight_decay};
-            pt_adamw_step(&opt, &h);
-            pt_fault_after_update(step + 1, &model);  // test-only nan:step=S:target=weights
+            if (P) {
+                pt_parallel_clip(P, gnorm, a->max_grad_norm);
+                opt.t++;
+                pt_parallel_adamw(P, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
+                                  (float)a->weight_decay, opt.t);
+            } else {
+                pt_clip_grads(mdl, gnorm, a->max_grad_norm);
+                pt_adamw_hparams h = {(float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
+                                      (float)a->weight_decay};
+                pt_adamw_step(&opt, &h);
+                pt_fault_after_update(step + 1, mdl);  // test-only nan:step=S:target=weights
+            }
         }
         be->synchronize(be);
         const double dt = pt_now_s() - t0;
-        const long tokens = (long)(rows * (size_t)row_len);
+        const long tokens = (long)(rows * (size_t)row_len) * data_world;
         // The step's record is written only after its checkpoint (if any) is
         // safe; the record also travels in the checkpoint so a crash between the
         // save and this write loses no line (open_metrics restores it).
-        char rec[1024], lb[32], gb[32];
+        char rec[2048], lb[32], gb[32];
         int rl = snprintf(rec, sizeof rec,
                           "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %.17g, \"tokens\": %ld, "
                           "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
                           step + 1, jnum(lb, loss), jnum(gb, gnorm), lr, tokens, dt, tokens / dt,
                           flops_tok * tokens / dt);
+        if (P) {  // communication of this rank (rank 0's; the layout is symmetric) and memory of every rank
+            pt_comm_stats cs1;
+            pt_comm_get_stats(&cs1);
+            double comm_s = 0;
+            for (int k = 0; k < PT_COLL_KINDS; k++) comm_s += cs1.seconds[k] - cs0.seconds[k];
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"compute_time_s\": %.6f, \"comm_time_s\": %.6f, \"comm_bytes\": {",
+                           dt - comm_s, comm_s);
+            for (int k = 0; k < PT_COLL_KINDS; k++)
+                rl += snprintf(rec + rl, sizeof rec - rl, "%s\"%s\": %llu", k ? ", " : "", pt_coll_kind_name[k],
+                               (unsigned long long)(cs1.bytes[k] - cs0.bytes[k]));
+            rl += snprintf(rec + rl, sizeof rec - rl, "}, \"comm_time_by_kind_s\": {");
+            for (int k = 0; k < PT_COLL_KINDS; k++)
+                rl += snprintf(rec + rl, sizeof rec - rl, "%s\"%s\": %.6f", k ? ", " : "", pt_coll_kind_name[k],
+                               cs1.seconds[k] - cs0.seconds[k]);
+            const int W = pt_parallel_world(P);
+            double mine = rss_peak_mib(), *all = pt_malloc(sizeof(double) * W);
+            pt_comm_allgather_f64(world, &mine, all, 1, PT_COLL_CONTROL);
+            rl += snprintf(rec + rl, sizeof rec - rl, "}, \"state_bytes_per_rank\": %zu, \"peak_rss_mib_per_rank\": [",
+                           pt_parallel_state_bytes(P));
+            for (int r = 0; r < W && rl < (int)sizeof rec - 64; r++)
+                rl += snprintf(rec + rl, sizeof rec - rl, "%s%.1f", r ? ", " : "", all[r]);
+            rl += snprintf(rec + rl, sizeof rec - rl, "]");
+            free(all);
+        }
         if (skip_reason)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"skipped\": true, \"reason\": \"%s\"", skip_reason);
         if (step == rb_first)
@@ -467,38 +705,52 @@ int pt_train(const pt_train_args *a) {
                               : a->save_steps == PT_SAVE_STEPS_AUTO && step + 1 == auto_next && step + 1 < a->max_steps;
         if (!skip_reason && step > start_step) { step_time_sum += dt; step_time_n++; }  // the first step warms up
         if (save_now) {
-            pt_fault_before_save(step + 1);
-            cJSON *st = state_json(a, &model, &opt, step + 1, &hashes, B * accum, loader);
-            char closed[1100];
+            if (!P) pt_fault_before_save(step + 1);
+            cJSON *st = state_json(a, mdl, &opt, step + 1, &hashes, rows_per_step, loader);
+            if (P) {  // the run's model config is the global one, not this rank's shard
+                cJSON_ReplaceItemInObject(st, "model_config", qwen3_config_to_json(gcfg, "float32"));
+            }
+            char closed[2100];
             snprintf(closed, sizeof closed, "%s}", rec);
             cJSON_AddStringToObject(st, "metrics_record", closed);
             ckpt_save_stats ss;
-            int src = pt_save_train_state(a->output_dir, step + 1, &model, &opt, st, a->save_total_limit, &ss);
+            int src = P ? pt_parallel_save(P, a->output_dir, step + 1, st, a->save_total_limit, &ss)
+                        : pt_save_train_state(a->output_dir, step + 1, mdl, &opt, st, a->save_total_limit, &ss);
             cJSON_Delete(st);
             if (src != 0) {
-                fprintf(metrics, "%s}\n", rec);
+                if (metrics) fprintf(metrics, "%s}\n", rec);
                 pt_prefix_error("step %ld: the previous checkpoint is kept; ", step + 1);
                 if (src == PT_SAVE_NONFINITE) rc = PT_TRAIN_NONFINITE;
+                collective_error = true;  // every rank got the save's verdict
+                g_error_elsewhere = rank != 0;
                 goto done;
             }
-            pt_fault_after_save(step + 1, ss.path);  // test-only corrupt-checkpoint:step=S
+            if (!P) pt_fault_after_save(step + 1, ss.path);  // test-only corrupt-checkpoint:step=S
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_time_s\": %.6f, \"save_bytes\": %llu, \"save_gb_per_s\": %.4f",
                            ss.seconds, (unsigned long long)ss.bytes, ss.gb_per_s);
             if (a->save_steps == PT_SAVE_STEPS_AUTO) {
                 // Daly's interval from this save's cost and the mean step time so far
                 // (re-estimated at every save: disks and step times drift).
                 const double mtbf_s = a->mtbf_hours * 3600.0, st_mean = step_time_sum / (step_time_n ? step_time_n : 1);
-                const long every = pt_daly_interval_steps(ss.seconds, mtbf_s, st_mean);
+                long every = pt_daly_interval_steps(ss.seconds, mtbf_s, st_mean);
+                if (P) {  // rank 0's estimate for everyone: the ranks must save together
+                    double e = (double)every;
+                    pt_comm_broadcast(world, &e, sizeof e, 0);
+                    every = (long)e;
+                }
                 auto_next = step + 1 + (every > 0 ? every : 1);
                 rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_interval_steps\": %ld", every);
-                pt_info("checkpoint interval: %ld steps (Daly: save %.3f s, MTBF %g h, step %.3f s; Young %.0f s); next at "
-                        "step %ld", every, ss.seconds, a->mtbf_hours, st_mean, pt_young_interval_s(ss.seconds, mtbf_s),
-                        auto_next);
+                if (!quiet)
+                    pt_info("checkpoint interval: %ld steps (Daly: save %.3f s, MTBF %g h, step %.3f s; Young %.0f s); "
+                            "next at step %ld", every, ss.seconds, a->mtbf_hours, st_mean,
+                            pt_young_interval_s(ss.seconds, mtbf_s), auto_next);
             }
         }
-        fprintf(metrics, "%s}\n", rec);
-        fflush(metrics);
-        pt_fault_after_step(step + 1);  // test-only faults (train/faults.h)
+        if (metrics) {
+            fprintf(metrics, "%s}\n", rec);
+            fflush(metrics);
+        }
+        if (!P) pt_fault_after_step(step + 1);  // test-only faults (train/faults.h)
         if (!skip_reason) {
             if (isnan(loss_first)) loss_first = loss;
             loss_last = loss;
@@ -508,8 +760,8 @@ int pt_train(const pt_train_args *a) {
         const double eta = elapsed / (step + 1 - start_step) * (a->max_steps - step - 1);
         char etab[32];
         fmt_eta(eta, etab, sizeof etab);
-        bool log_line = !a->quiet && (a->logging_steps > 0 && ((step + 1) % a->logging_steps == 0 ||
-                                                               step + 1 == a->max_steps || step == start_step));
+        bool log_line = !quiet && (a->logging_steps > 0 && ((step + 1) % a->logging_steps == 0 ||
+                                                            step + 1 == a->max_steps || step == start_step));
         if (log_line) {
             fprintf(stderr, "%sstep %ld/%ld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  ETA %s\n",
                     tty ? "\r\033[K" : "", step + 1, a->max_steps, loss, gnorm, lr, tokens / dt, etab);
@@ -519,9 +771,18 @@ int pt_train(const pt_train_args *a) {
         }
     }
     if (tty) fprintf(stderr, "\r\033[K");
-    {  // never publish non-finite final weights (the checkpoint save has the same guard)
+    // never publish non-finite final weights (the checkpoint save has the same guard)
+    if (P ? !pt_parallel_all_finite(P, 0) : 0) {
+        pt_set_error("the final weights hold non-finite values (NaN/Inf); %s/model.safetensors not written",
+                     a->output_dir);
+        rc = PT_TRAIN_NONFINITE;
+        collective_error = true;
+        g_error_elsewhere = rank != 0;
+        goto done;
+    }
+    if (!P) {
         double ss = 0;
-        be->sum_squares(be, &ss, model.params, model.num_params);
+        be->sum_squares(be, &ss, mdl->params, mdl->num_params);
         if (!isfinite(ss)) {
             pt_set_error("the final weights hold non-finite values (NaN/Inf); %s/model.safetensors not written",
                          a->output_dir);
@@ -529,20 +790,38 @@ int pt_train(const pt_train_args *a) {
             goto done;
         }
     }
-    if (hf_model_save(&model, a->output_dir, "float32", 0) != 0) goto done;
-    if (!a->quiet)
+    if (P ? pt_parallel_save_hf(P, a->output_dir) : hf_model_save(mdl, a->output_dir, "float32", 0)) {
+        collective_error = P != NULL;
+        g_error_elsewhere = rank != 0;
+        goto done;
+    }
+    if (!quiet)
         pt_info("done: loss %.4f -> %.4f (min %.4f) in %.1f s; model saved to %s", loss_first, loss_last, loss_min,
                 pt_now_s() - t_start, a->output_dir);
     rc = 0;
 done:
+    if (rc != 0 && world && pt_comm_size(world) > 1 && !collective_error) {
+        // An error on this rank alone: the others would wait for it in the
+        // next collective. Report it and end the whole job.
+        fprintf(stderr, "portatrain: error: rank %d: %s\n", rank, pt_last_error());
+        pt_comm_abort(1);
+    }
     free(ckpt_record);
     if (metrics) fclose(metrics);
     free(mpath);
     free(ids);
     free(labels);
     pt_loader_free(loader);
-    pt_adamw_free(&opt);
-    qwen3_free(&model);
-    pt_backend_destroy(be);
+    if (!P) {
+        pt_adamw_free(&opt);
+        qwen3_free(&model);
+    }
+    pt_parallel_free(P);
+    g_par = NULL;
+    if (be) pt_backend_destroy(be);
+    if (world) {
+        pt_comm_free(world);
+        pt_comm_finalize();
+    }
     return rc;
 }

@@ -34,6 +34,10 @@ typedef struct {
     const char *resume_from_checkpoint;  // NULL, "latest" or a checkpoint dir
     int nan_policy;           // PT_NAN_STOP (default), PT_NAN_SKIP, PT_NAN_ROLLBACK (docs/RECOVERY.md)
     int nan_max_count;        // skip/rollback handle at most this many non-finite steps (3); then stop
+    // Distribution (docs/DISTRIBUTED.md): 0 = derived. Under an MPI launcher
+    // with none given, plain data parallel over the world.
+    int tp, fsdp, dp;
+    const char *mesh_order;   // "tp,fsdp,dp" (innermost first, the default)
 } pt_train_args;
 
 enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
@@ -46,6 +50,10 @@ enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
 #define PT_TRAIN_NONFINITE (-3)
 
 void pt_train_args_defaults(pt_train_args *a);
+// After pt_train failed on a rank other than 0 of a distributed job with an
+// error every rank shares (layout, configuration, a collective verdict): rank
+// 0 reports it, so the caller stays silent.
+int pt_train_error_reported_elsewhere(void);
 // Runs training; writes OUTPUT/metrics.jsonl, OUTPUT/train_args.json and the
 // final HF model into OUTPUT. Returns 0, -1 (error set) or PT_TRAIN_NONFINITE
 // (error set).

@@ -1,0 +1,234 @@
+#include "dist/mesh.h"
+#include "backend/backend.h"
+#include "model/qwen3.h"
+#include "util/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const DIM_NAME[3] = {"tp", "fsdp", "dp"};
+
+int pt_mesh_parse_order(const char *s, int order[3]) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0, seen[3] = {0, 0, 0};
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int d = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(tok, DIM_NAME[i])) d = i;
+        if (d < 0 || seen[d] || n >= 3) {
+            pt_set_error("--mesh-order '%s': want a permutation of tp,fsdp,dp (innermost first)", s);
+            return -1;
+        }
+        seen[d] = 1;
+        order[n++] = d;
+    }
+    if (n != 3) {
+        pt_set_error("--mesh-order '%s': want a permutation of tp,fsdp,dp (innermost first)", s);
+        return -1;
+    }
+    return 0;
+}
+
+void pt_mesh_order_str(const pt_mesh *m, char *buf, size_t n) {
+    snprintf(buf, n, "%s,%s,%s", DIM_NAME[m->order[0]], DIM_NAME[m->order[1]], DIM_NAME[m->order[2]]);
+}
+
+int pt_mesh_world(const pt_mesh *m) { return m->tp * m->fsdp * m->dp; }
+
+static int dim_size(const pt_mesh *m, int d) { return d == PT_DIM_TP ? m->tp : d == PT_DIM_FSDP ? m->fsdp : m->dp; }
+
+int pt_mesh_validate(const pt_mesh *m, int world, const qwen3_config *cfg) {
+    if (m->tp < 1 || m->fsdp < 1 || m->dp < 1) {
+        pt_set_error("--tp, --fsdp and --dp must be >= 1 (got %d, %d, %d)", m->tp, m->fsdp, m->dp);
+        return -1;
+    }
+    if (pt_mesh_world(m) != world) {
+        pt_set_error("the layout tp %d x fsdp %d x dp %d = %d ranks, but the job has %d (mpirun -np %d, or change "
+                     "--tp/--fsdp/--dp)", m->tp, m->fsdp, m->dp, pt_mesh_world(m), world, pt_mesh_world(m));
+        return -1;
+    }
+    if (!cfg) return 0;
+    if (cfg->num_key_value_heads % m->tp != 0) {
+        pt_set_error("--tp %d: num_key_value_heads %d is not divisible by it (KV heads are split across tensor-parallel "
+                     "ranks, never replicated; use a tp that divides %d)", m->tp, cfg->num_key_value_heads,
+                     cfg->num_key_value_heads);
+        return -1;
+    }
+    if (cfg->num_attention_heads % m->tp != 0) {
+        pt_set_error("--tp %d: num_attention_heads %d is not divisible by it", m->tp, cfg->num_attention_heads);
+        return -1;
+    }
+    if (cfg->intermediate_size % m->tp != 0) {
+        pt_set_error("--tp %d: intermediate_size %d is not divisible by it", m->tp, cfg->intermediate_size);
+        return -1;
+    }
+    if (cfg->vocab_size < m->tp) {
+        pt_set_error("--tp %d: vocab_size %d is smaller than it", m->tp, cfg->vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
+void pt_mesh_coords(const pt_mesh *m, int rank, int coord[3]) {
+    for (int k = 0; k < 3; k++) {
+        const int d = m->order[k], n = dim_size(m, d);
+        coord[d] = rank % n;
+        rank /= n;
+    }
+}
+
+int pt_mesh_rank(const pt_mesh *m, const int coord[3]) {
+    int r = 0;
+    for (int k = 2; k >= 0; k--) r = r * dim_size(m, m->order[k]) + coord[m->order[k]];
+    return r;
+}
+
+int pt_plan_local_config(const qwen3_config *g, int tp, int r, qwen3_config *local, int *vocab_start) {
+    *local = *g;
+    const int vchunk = (g->vocab_size + tp - 1) / tp;
+    const int v0 = r * vchunk, v1 = PT_MIN(g->vocab_size, v0 + vchunk);
+    if (v1 <= v0) {
+        pt_set_error("--tp %d: vocab_size %d leaves tensor-parallel rank %d without vocabulary rows", tp, g->vocab_size,
+                     r);
+        return -1;
+    }
+    local->vocab_size = v1 - v0;
+    local->num_attention_heads = g->num_attention_heads / tp;
+    local->num_key_value_heads = g->num_key_value_heads / tp;
+    local->intermediate_size = g->intermediate_size / tp;
+    *vocab_start = v0;
+    return 0;
+}
+
+int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fsdp, int fsdp_rank) {
+    memset(p, 0, sizeof *p);
+    p->global = *g;
+    p->tp = tp;
+    p->tp_rank = tp_rank;
+    p->fsdp = fsdp;
+    p->fsdp_rank = fsdp_rank;
+    if (pt_plan_local_config(g, tp, tp_rank, &p->local, &p->vocab_start) != 0) return -1;
+    pt_backend *be = pt_backend_cpu_ref_create();  // layout only: nothing is allocated on it
+    qwen3_model lm;
+    if (qwen3_create_layout(&lm, &p->local, be) != 0) {
+        pt_backend_destroy(be);
+        return -1;
+    }
+    p->nt = lm.num_tensors;
+    p->local_numel = lm.num_params;
+    p->t = pt_calloc(p->nt, sizeof(pt_plan_tensor));
+    p->nunits = qwen3_num_units(&lm);
+    p->unit_shard_off = pt_calloc(p->nunits, sizeof(size_t));
+    p->unit_shard_cnt = pt_calloc(p->nunits, sizeof(size_t));
+    p->unit_model_off = pt_calloc(p->nunits, sizeof(size_t));
+    p->unit_model_cnt = pt_calloc(p->nunits, sizeof(size_t));
+    const int D = g->head_dim, hl = p->local.num_attention_heads, kvl = p->local.num_key_value_heads,
+              il = p->local.intermediate_size;
+    size_t off = 0;
+    int cur_unit = -1;
+    for (int i = 0; i < p->nt; i++) {
+        const qwen3_param_info *lt = &lm.tensors[i];
+        pt_plan_tensor *t = &p->t[i];
+        snprintf(t->name, sizeof t->name, "%s", lt->name);
+        t->ndim = lt->ndim;
+        t->unit = qwen3_tensor_unit(&lm, lt);
+        t->model_offset = lt->offset;
+        t->decays = qwen3_tensor_decays(lt);
+        t->lshape[0] = lt->shape[0];
+        t->lshape[1] = lt->ndim == 2 ? lt->shape[1] : 1;
+        t->gshape[0] = t->lshape[0];
+        t->gshape[1] = t->lshape[1];
+        // where the TP-local tensor sits in the global one
+        int row_split = 0, col_split = 0;
+        int64_t per = 0;
+        if (lt->layer < 0) {
+            if (lt->ndim == 2) {  // embed_tokens / lm_head: vocabulary rows
+                t->gshape[0] = g->vocab_size;
+                t->loff[0] = p->vocab_start;
+            } else {
+                t->tp_replicated = 1;
+            }
+        } else {
+            switch (lt->kind) {
+            case P_Q: row_split = 1; per = (int64_t)hl * D; break;
+            case P_K: case P_V: row_split = 1; per = (int64_t)kvl * D; break;
+            case P_GATE: case P_UP: row_split = 1; per = il; break;
+            case P_O: col_split = 1; per = (int64_t)hl * D; break;
+            case P_DOWN: col_split = 1; per = il; break;
+            case P_Q_NORM: case P_K_NORM: t->tp_replicated = 1; t->tp_partial_grad = tp > 1; break;
+            default: t->tp_replicated = 1;
+            }
+        }
+        if (row_split) {
+            t->gshape[0] = per * tp;
+            t->loff[0] = per * tp_rank;
+        }
+        if (col_split) {
+            t->gshape[1] = per * tp;
+            t->loff[1] = per * tp_rank;
+        }
+        t->chunk = (t->lshape[0] + fsdp - 1) / fsdp;
+        const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * fsdp_rank), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
+        t->soff[0] = t->loff[0] + r0;
+        t->soff[1] = t->loff[1];
+        t->sshape[0] = r1 - r0;
+        t->sshape[1] = t->lshape[1];
+        t->shard_count = (size_t)t->chunk * (size_t)t->lshape[1];
+        if (t->unit != cur_unit) {
+            cur_unit = t->unit;
+            p->unit_shard_off[cur_unit] = off;
+        }
+        t->shard_offset = off;
+        off += (t->shard_count + 15) & ~(size_t)15;  // 16-float aligned, as the model's layout
+        p->unit_shard_cnt[cur_unit] = off - p->unit_shard_off[cur_unit];
+    }
+    // With fsdp 1 the shard layout is the local model's layout itself, so the
+    // model's own buffers serve as the shards.
+    p->shard_numel = off;
+    for (int u = 0; u < p->nunits; u++) qwen3_unit_range(&lm, u, &p->unit_model_off[u], &p->unit_model_cnt[u]);
+    qwen3_free(&lm);
+    pt_backend_destroy(be);
+    return 0;
+}
+
+void pt_plan_free(pt_plan *p) {
+    free(p->t);
+    free(p->unit_shard_off);
+    free(p->unit_shard_cnt);
+    free(p->unit_model_off);
+    free(p->unit_model_cnt);
+    memset(p, 0, sizeof *p);
+}
+
+void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long N, int accum, pt_step_bytes *out) {
+    memset(out, 0, sizeof *out);
+    const int L = p->global.num_hidden_layers, C = p->global.hidden_size, tied = p->global.tie_word_embeddings;
+    const double f4 = sizeof(float);
+    if (mesh->tp > 1) {
+        // per micro-batch: embedding + 2 per layer forward; lm_head + 2 per layer backward
+        out->tp_allreduce = accum * 2.0 * (1 + 2 * L) * (double)N * C * f4;
+        // q_norm/k_norm gradients: once per micro-batch per layer (fsdp) or once per step
+        double qk = 0;
+        for (int i = 0; i < p->nt; i++)
+            if (p->t[i].tp_partial_grad) qk += (double)p->t[i].lshape[0] * p->t[i].lshape[1];
+        out->tp_allreduce += (mesh->fsdp > 1 ? accum : 1) * qk * f4;
+        // vocabulary-parallel cross-entropy: 3 doubles per row per rank, forward
+        out->tp_allgather = accum * (double)mesh->tp * N * 3 * sizeof(double);
+    }
+    if (mesh->fsdp > 1) {
+        const double F = mesh->fsdp;
+        double layers = 0;
+        for (int u = 1; u <= L; u++) layers += p->unit_shard_cnt[u];
+        const double emb = p->unit_shard_cnt[0], head = p->unit_shard_cnt[L + 1], layer = layers / L;
+        // Each slot keeps its unit until another replaces it (or the update
+        // invalidates it): step 1st micro-batch: embed, L layers, head forward,
+        // L-1 layers backward; later micro-batches: L-1 layers each way.
+        double gathered = emb + head + layers + (L - 1) * layer + (accum - 1) * 2.0 * (L - 1) * layer;
+        out->fsdp_allgather = F * gathered * f4;
+        out->fsdp_reduce_scatter = accum * F * (emb + head + layers) * f4;
+        (void)tied;
+    }
+    if (mesh->dp > 1) out->dp_allreduce = (double)p->shard_numel * f4;
+}

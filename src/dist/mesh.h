@@ -1,0 +1,82 @@
+// The device mesh (TP x FSDP x DP), rank placement, and the shard plan: which
+// box of every global tensor a rank holds. Pure functions of the model config
+// and the layout (no communication), so `portatrain topo` computes exactly
+// what a run will allocate and move.
+//
+// Placement: `order` lists the mesh dimensions innermost first (default
+// tp,fsdp,dp). Consecutive world ranks differ in the innermost dimension, and
+// launchers fill a node's slots with consecutive ranks, so the innermost
+// groups (TP by default) stay inside a node.
+//
+// Tensor parallel shards (Megatron): q/k/v and gate/up split their output rows,
+// o and down their input columns, embed_tokens and an untied lm_head their
+// vocabulary rows (ceil(V/tp) per rank, the last rank the rest); the
+// attention heads split as num_attention_heads/tp and num_key_value_heads/tp
+// (both must divide: KV heads are never replicated); norms are replicated.
+// FSDP then splits each TP-local tensor along its first dimension into
+// ceil(rows/fsdp) rows per rank (zero-padded), like TorchTitan's FSDP2.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+
+enum { PT_DIM_TP = 0, PT_DIM_FSDP = 1, PT_DIM_DP = 2 };
+
+typedef struct {
+    int tp, fsdp, dp;  // world = tp * fsdp * dp
+    int order[3];      // dims innermost first
+} pt_mesh;
+
+// Parses "tp,fsdp,dp" (any permutation). -1 + error on anything else.
+int pt_mesh_parse_order(const char *s, int order[3]);
+void pt_mesh_order_str(const pt_mesh *m, char *buf, size_t n);
+int pt_mesh_world(const pt_mesh *m);
+// Checks world == tp*fsdp*dp and that the model splits over tp.
+int pt_mesh_validate(const pt_mesh *m, int world, const qwen3_config *cfg);
+// coord[PT_DIM_*] of a world rank, and back.
+void pt_mesh_coords(const pt_mesh *m, int rank, int coord[3]);
+int pt_mesh_rank(const pt_mesh *m, const int coord[3]);
+
+typedef struct {
+    char name[96];
+    int ndim;
+    int64_t gshape[2];             // global (HF) shape; 1-D: [n, 1]
+    int64_t loff[2], lshape[2];    // the TP-local tensor: a box of the global one
+    int64_t chunk;                 // FSDP rows per rank (ceil(lshape[0] / fsdp))
+    int64_t soff[2], sshape[2];    // this rank's shard: a box of the global tensor (may have 0 rows)
+    size_t shard_offset;           // into the rank's shard buffers (elements)
+    size_t shard_count;            // chunk * lshape[1], the padded shard (gather block)
+    size_t model_offset;           // into the TP-local model's parameter layout
+    int unit;                      // qwen3 parameter unit (model/qwen3.h)
+    int tp_replicated;             // the same values on every TP rank (norms)
+    int tp_partial_grad;           // and each TP rank sees only its heads' gradient (q_norm, k_norm)
+    int decays;
+} pt_plan_tensor;
+
+typedef struct {
+    qwen3_config global, local;    // local: this TP rank's shapes (heads, intermediate, vocab)
+    int tp, tp_rank, fsdp, fsdp_rank;
+    int vocab_start;
+    int nt;
+    pt_plan_tensor *t;
+    size_t shard_numel;            // the shard buffers' length
+    size_t local_numel;            // the TP-local model's parameter buffer length
+    int nunits;
+    size_t *unit_shard_off, *unit_shard_cnt;  // per unit: range in the shard buffers
+    size_t *unit_model_off, *unit_model_cnt;  // per unit: range in the local model layout
+} pt_plan;
+
+int pt_plan_build(pt_plan *p, const qwen3_config *global, int tp, int tp_rank, int fsdp, int fsdp_rank);
+void pt_plan_free(pt_plan *p);
+// The local config of TP rank r (vocab rows start at *vocab_start).
+int pt_plan_local_config(const qwen3_config *g, int tp, int r, qwen3_config *local, int *vocab_start);
+
+// Bytes a rank's collectives move in one optimizer step (pt_comm counters'
+// units), by group: predicted from the plan, the local batch (rows x seq
+// tokens per micro-batch) and the accumulation steps.
+typedef struct {
+    double tp_allreduce, tp_allgather, fsdp_allgather, fsdp_reduce_scatter, dp_allreduce;
+} pt_step_bytes;
+void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long tokens_per_micro, int accum,
+                        pt_step_bytes *out);

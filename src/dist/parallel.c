@@ -1,0 +1,630 @@
+#include "dist/parallel.h"
+#include "io/hf_model.h"
+#include "util/common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SLOT_EMBED, SLOT_LAYER, SLOT_HEAD, SLOTS };
+#define XENT_ROWS 32
+
+struct pt_parallel {
+    pt_mesh mesh;
+    int world, rank, coord[3];
+    pt_comm *world_c, *tp_c, *fsdp_c, *dp_c, *data_c;
+    pt_backend *be;
+    pt_plan plan;
+    qwen3_model m;          // TP-local; layout only when fsdp > 1
+    qwen3_parallel hooks;
+    real_t *p, *g, *mo, *vo;  // shards [plan.shard_numel] (p, g = the model's buffers when fsdp 1)
+    // fsdp > 1: working slots, the unit each holds (-1 none), gather staging
+    real_t *slot_p[SLOTS], *slot_g[SLOTS];
+    size_t slot_n[SLOTS];
+    int resident[SLOTS];
+    real_t *staging, *recv;
+    // host staging for backends whose memory is not host memory
+    float *host_a, *host_b;
+    size_t host_n;
+    // vocabulary-parallel cross-entropy scratch
+    real_t *xent_lg;
+    float *xent_host;
+    int32_t *xent_tg;
+    double *xent_stats, *xent_all, *xent_lse;
+    int xent_n;
+};
+
+qwen3_model *pt_parallel_model(pt_parallel *P) { return &P->m; }
+const pt_mesh *pt_parallel_mesh(const pt_parallel *P) { return &P->mesh; }
+int pt_parallel_rank(const pt_parallel *P) { return P->rank; }
+int pt_parallel_world(const pt_parallel *P) { return P->world; }
+pt_comm *pt_parallel_world_comm(pt_parallel *P) { return P->world_c; }
+int pt_parallel_data_rank(const pt_parallel *P) { return P->coord[PT_DIM_DP] * P->mesh.fsdp + P->coord[PT_DIM_FSDP]; }
+int pt_parallel_data_world(const pt_parallel *P) { return P->mesh.dp * P->mesh.fsdp; }
+const pt_plan *pt_parallel_plan(const pt_parallel *P) { return &P->plan; }
+
+double pt_parallel_data_sum(pt_parallel *P, double local) {
+    double out;
+    pt_comm_sum_f64(P->data_c, &local, &out, 1);
+    return out;
+}
+
+size_t pt_parallel_state_bytes(const pt_parallel *P) {
+    size_t n = P->plan.shard_numel * 4;
+    for (int s = 0; s < SLOTS; s++) n += P->slot_n[s] * 2;
+    return n * sizeof(real_t);
+}
+
+// ---------------------------------------------------------------- host staging
+
+static float *host_buf(pt_parallel *P, int which, size_t n) {
+    if (n > P->host_n) {
+        free(P->host_a);
+        free(P->host_b);
+        P->host_a = pt_malloc(sizeof(float) * n);
+        P->host_b = pt_malloc(sizeof(float) * n);
+        P->host_n = n;
+    }
+    return which ? P->host_b : P->host_a;
+}
+
+static void dev_allreduce(pt_parallel *P, pt_comm *c, real_t *x, size_t n) {
+    if (pt_comm_size(c) == 1 && P->be->host_memory) {
+        pt_comm_allreduce(c, x, n, PT_COLL_ALLREDUCE);
+        return;
+    }
+    if (P->be->host_memory) {
+        pt_comm_allreduce(c, x, n, PT_COLL_ALLREDUCE);
+    } else {
+        float *h = host_buf(P, 0, n);
+        P->be->download(P->be, h, x, n * sizeof(float));
+        pt_comm_allreduce(c, h, n, PT_COLL_ALLREDUCE);
+        P->be->upload(P->be, x, h, n * sizeof(float));
+    }
+}
+
+static void dev_allgather(pt_parallel *P, pt_comm *c, const real_t *send, real_t *recv, size_t n) {
+    if (P->be->host_memory) {
+        pt_comm_allgather(c, send, recv, n);
+        return;
+    }
+    const size_t W = (size_t)pt_comm_size(c);
+    float *hs = host_buf(P, 0, n * W), *hr = host_buf(P, 1, n * W);
+    P->be->download(P->be, hs, send, n * sizeof(float));
+    pt_comm_allgather(c, hs, hr, n);
+    P->be->upload(P->be, recv, hr, n * W * sizeof(float));
+}
+
+static void dev_reduce_scatter(pt_parallel *P, pt_comm *c, const real_t *send, real_t *recv, size_t n) {
+    if (P->be->host_memory) {
+        pt_comm_reduce_scatter(c, send, recv, n);
+        return;
+    }
+    const size_t W = (size_t)pt_comm_size(c);
+    float *hs = host_buf(P, 0, n * W), *hr = host_buf(P, 1, n * W);
+    P->be->download(P->be, hs, send, n * W * sizeof(float));
+    pt_comm_reduce_scatter(c, hs, hr, n);
+    P->be->upload(P->be, recv, hr, n * sizeof(float));
+}
+
+// ---------------------------------------------------------------- FSDP units
+
+static int slot_of(const pt_parallel *P, int unit) {
+    return unit == 0 ? SLOT_EMBED : unit <= P->plan.global.num_hidden_layers ? SLOT_LAYER : SLOT_HEAD;
+}
+
+// A unit of one tensor whose shard is a whole number of 16-float blocks is
+// gathered straight into its slot: rank-major blocks of rows are its rows.
+static int unit_direct(const pt_parallel *P, int unit) {
+    int n = 0, last = -1;
+    for (int i = 0; i < P->plan.nt; i++)
+        if (P->plan.t[i].unit == unit) n++, last = i;
+    return n == 1 && P->plan.t[last].shard_count % 16 == 0;
+}
+
+static void hook_gather(void *ctx, qwen3_model *m, int unit) {
+    pt_parallel *P = ctx;
+    const int s = slot_of(P, unit);
+    if (P->resident[s] == unit) return;
+    pt_backend *be = P->be;
+    const pt_plan *pl = &P->plan;
+    const size_t uo = pl->unit_shard_off[unit], un = pl->unit_shard_cnt[unit], mo = pl->unit_model_off[unit];
+    const int F = P->mesh.fsdp;
+    if (unit_direct(P, unit)) {
+        dev_allgather(P, P->fsdp_c, P->p + uo, P->slot_p[s], un);
+    } else {
+        dev_allgather(P, P->fsdp_c, P->p + uo, P->staging, un);
+        for (int i = 0; i < pl->nt; i++) {
+            const pt_plan_tensor *t = &pl->t[i];
+            if (t->unit != unit) continue;
+            for (int f = 0; f < F; f++) {
+                const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
+                if (r1 <= r0) continue;
+                be->copy(be, P->slot_p[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
+                         P->staging + (size_t)f * un + (t->shard_offset - uo),
+                         sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1]);
+            }
+        }
+    }
+    qwen3_bind_unit(m, unit, P->slot_p[s], P->slot_g[s]);
+    P->resident[s] = unit;
+}
+
+static void hook_grads_ready(void *ctx, qwen3_model *m, int unit) {
+    pt_parallel *P = ctx;
+    const int s = slot_of(P, unit);
+    pt_backend *be = P->be;
+    const pt_plan *pl = &P->plan;
+    const size_t uo = pl->unit_shard_off[unit], un = pl->unit_shard_cnt[unit], mo = pl->unit_model_off[unit];
+    const int F = P->mesh.fsdp;
+    for (int i = 0; i < pl->nt; i++) {  // q_norm/k_norm: each TP rank saw only its heads
+        const pt_plan_tensor *t = &pl->t[i];
+        if (t->unit == unit && t->tp_partial_grad)
+            dev_allreduce(P, P->tp_c, P->slot_g[s] + (t->model_offset - mo), (size_t)t->lshape[0] * t->lshape[1]);
+    }
+    if (unit_direct(P, unit)) {
+        dev_reduce_scatter(P, P->fsdp_c, P->slot_g[s], P->recv, un);
+    } else {
+        be->zero(be, P->staging, sizeof(real_t) * F * un);
+        for (int i = 0; i < pl->nt; i++) {
+            const pt_plan_tensor *t = &pl->t[i];
+            if (t->unit != unit) continue;
+            for (int f = 0; f < F; f++) {
+                const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
+                if (r1 <= r0) continue;
+                be->copy(be, P->staging + (size_t)f * un + (t->shard_offset - uo),
+                         P->slot_g[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
+                         sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1]);
+            }
+        }
+        dev_reduce_scatter(P, P->fsdp_c, P->staging, P->recv, un);
+    }
+    be->add(be, P->g + uo, P->g + uo, P->recv, un);
+    be->zero(be, P->slot_g[s], sizeof(real_t) * P->slot_n[s]);
+}
+
+// ---------------------------------------------------------------- tensor parallel
+
+static void hook_tp_allreduce(void *ctx, real_t *x, size_t n) {
+    pt_parallel *P = ctx;
+    dev_allreduce(P, P->tp_c, x, n);
+}
+
+// Vocabulary-parallel lm_head + cross-entropy. Each rank has the logits of
+// its vocabulary rows only; per row it shares (max, sum exp(l - max), target
+// logit) with the TP group, and every rank combines them in rank order into
+// the same logsumexp. The backward pass recomputes the local logits chunk by
+// chunk, so nothing larger than XENT_ROWS x V_local is ever held.
+static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
+                         const real_t *w, const int32_t *targets, int N, int C, int V, float scale) {
+    pt_parallel *P = ctx;
+    pt_backend *be = P->be;
+    const int T = P->mesh.tp;
+    if (N > P->xent_n) {
+        if (P->xent_lg) be->free(be, P->xent_lg);
+        free(P->xent_host);
+        free(P->xent_tg);
+        free(P->xent_stats);
+        free(P->xent_all);
+        free(P->xent_lse);
+        P->xent_lg = be->alloc(be, sizeof(real_t) * (size_t)XENT_ROWS * V);
+        P->xent_host = be->host_memory ? NULL : pt_malloc(sizeof(float) * (size_t)XENT_ROWS * V);
+        P->xent_tg = pt_malloc(sizeof(int32_t) * N);
+        P->xent_stats = pt_malloc(sizeof(double) * 3 * N);
+        P->xent_all = pt_malloc(sizeof(double) * 3 * (size_t)N * T);
+        P->xent_lse = pt_malloc(sizeof(double) * N);
+        P->xent_n = N;
+    }
+    int32_t *tg = P->xent_tg;
+    be->download(be, tg, targets, sizeof(int32_t) * N);
+    double *st = P->xent_stats;
+    for (int n0 = 0; n0 < N; n0 += XENT_ROWS) {
+        const int rc = PT_MIN(XENT_ROWS, N - n0);
+        be->matmul_forward(be, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
+        const float *lg = P->xent_lg;
+        if (!be->host_memory) {
+            be->download(be, P->xent_host, P->xent_lg, sizeof(float) * (size_t)rc * V);
+            lg = P->xent_host;
+        }
+        for (int r = 0; r < rc; r++) {
+            const int n = n0 + r, t = tg[n];
+            const float *l = lg + (size_t)r * V;
+            double *sn = st + 3 * (size_t)n;
+            if (t == -100) {
+                sn[0] = 0, sn[1] = 0, sn[2] = 0;
+                continue;
+            }
+            float mx = -INFINITY;
+            for (int v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+            double se = 0;
+            for (int v = 0; v < V; v++) se += exp((double)(l[v] - mx));
+            sn[0] = mx, sn[1] = se, sn[2] = t >= 0 ? (double)l[t] : 0.0;
+        }
+    }
+    pt_comm_allgather_f64(P->tp_c, st, P->xent_all, 3 * N, PT_COLL_ALLGATHER);
+    double total = 0;
+    for (int n = 0; n < N; n++) {
+        if (tg[n] == -100) {
+            P->xent_lse[n] = 0;
+            continue;
+        }
+        double M = -INFINITY, S = 0, tl = 0;
+        for (int r = 0; r < T; r++) M = PT_MAX(M, P->xent_all[((size_t)r * N + n) * 3]);
+        for (int r = 0; r < T; r++) {
+            const double *a = P->xent_all + ((size_t)r * N + n) * 3;
+            S += a[1] * exp(a[0] - M);
+            tl += a[2];
+        }
+        const double lse = M + log(S);
+        P->xent_lse[n] = lse;
+        total += lse - tl;
+    }
+    *loss_sum = total;
+    if (!dinp) return;
+    for (int n0 = 0; n0 < N; n0 += XENT_ROWS) {
+        const int rc = PT_MIN(XENT_ROWS, N - n0);
+        be->matmul_forward(be, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
+        float *lg = P->xent_lg;
+        if (!be->host_memory) {
+            be->download(be, P->xent_host, P->xent_lg, sizeof(float) * (size_t)rc * V);
+            lg = P->xent_host;
+        }
+        for (int r = 0; r < rc; r++) {
+            const int n = n0 + r, t = tg[n];
+            float *l = lg + (size_t)r * V;
+            if (t == -100) {
+                memset(l, 0, sizeof(float) * V);
+                continue;
+            }
+            const double lse = P->xent_lse[n];
+            for (int v = 0; v < V; v++) l[v] = (float)exp((double)l[v] - lse) * scale;
+            if (t >= 0) l[t] -= scale;
+        }
+        if (!be->host_memory) be->upload(be, P->xent_lg, P->xent_host, sizeof(float) * (size_t)rc * V);
+        be->zero(be, dinp + (size_t)n0 * C, sizeof(real_t) * (size_t)rc * C);
+        be->matmul_backward(be, dinp + (size_t)n0 * C, dw, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
+    }
+}
+
+// ---------------------------------------------------------------- create
+
+pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3_config *global, pt_backend *be) {
+    if (pt_mesh_validate(mesh, pt_comm_size(world), global) != 0) return NULL;
+    pt_parallel *P = pt_calloc(1, sizeof *P);
+    P->mesh = *mesh;
+    P->world_c = world;
+    P->world = pt_comm_size(world);
+    P->rank = pt_comm_rank(world);
+    P->be = be;
+    pt_mesh_coords(mesh, P->rank, P->coord);
+    const int tpi = P->coord[PT_DIM_TP], fi = P->coord[PT_DIM_FSDP], di = P->coord[PT_DIM_DP];
+    const int F = mesh->fsdp, T = mesh->tp;
+    P->tp_c = pt_comm_split(world, fi + F * di, tpi);
+    P->fsdp_c = pt_comm_split(world, tpi + T * di, fi);
+    P->dp_c = pt_comm_split(world, tpi + T * fi, di);
+    P->data_c = pt_comm_split(world, tpi, di * F + fi);
+    if (pt_plan_build(&P->plan, global, T, tpi, F, fi) != 0) {
+        pt_parallel_free(P);
+        return NULL;
+    }
+    const pt_plan *pl = &P->plan;
+    P->hooks = (qwen3_parallel){.tp_size = T, .tp_rank = tpi, .vocab_start = pl->vocab_start,
+                                .vocab_global = global->vocab_size, .ctx = P, .tp_allreduce = hook_tp_allreduce,
+                                .tp_lm_head_xent = hook_tp_xent};
+    for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
+    if (F == 1) {
+        if (qwen3_create(&P->m, &pl->local, be) != 0) {
+            pt_parallel_free(P);
+            return NULL;
+        }
+        qwen3_alloc_grads(&P->m);
+        P->p = P->m.params;
+        P->g = P->m.grads;
+    } else {
+        if (qwen3_create_layout(&P->m, &pl->local, be) != 0) {
+            pt_parallel_free(P);
+            return NULL;
+        }
+        P->hooks.gather = hook_gather;
+        P->hooks.grads_ready = hook_grads_ready;
+        P->p = be->alloc(be, sizeof(real_t) * pl->shard_numel);
+        P->g = be->alloc(be, sizeof(real_t) * pl->shard_numel);
+        size_t stage = 0, recv = 0;
+        for (int u = 0; u < pl->nunits; u++) {
+            const int s = slot_of(P, u);
+            size_t need = pl->unit_model_cnt[u];
+            if (unit_direct(P, u)) need = PT_MAX(need, (size_t)F * pl->unit_shard_cnt[u]);
+            else stage = PT_MAX(stage, (size_t)F * pl->unit_shard_cnt[u]);
+            P->slot_n[s] = PT_MAX(P->slot_n[s], need);
+            recv = PT_MAX(recv, pl->unit_shard_cnt[u]);
+        }
+        for (int s = 0; s < SLOTS; s++)
+            if (P->slot_n[s]) {
+                P->slot_p[s] = be->alloc(be, sizeof(real_t) * P->slot_n[s]);
+                P->slot_g[s] = be->alloc(be, sizeof(real_t) * P->slot_n[s]);
+            }
+        P->staging = be->alloc(be, sizeof(real_t) * PT_MAX(stage, 16));
+        P->recv = be->alloc(be, sizeof(real_t) * PT_MAX(recv, 16));
+        // Views start on the slots; every gather rebinds its unit.
+        for (int u = 0; u < pl->nunits; u++) {
+            const int s = slot_of(P, u);
+            qwen3_bind_unit(&P->m, u, P->slot_p[s], P->slot_g[s]);
+        }
+    }
+    P->mo = be->alloc(be, sizeof(real_t) * pl->shard_numel);
+    P->vo = be->alloc(be, sizeof(real_t) * pl->shard_numel);
+    P->m.par = &P->hooks;
+    return P;
+}
+
+void pt_parallel_free(pt_parallel *P) {
+    if (!P) return;
+    pt_backend *be = P->be;
+    if (P->mesh.fsdp > 1) {
+        if (P->p) be->free(be, P->p);
+        if (P->g) be->free(be, P->g);
+        for (int s = 0; s < SLOTS; s++) {
+            if (P->slot_p[s]) be->free(be, P->slot_p[s]);
+            if (P->slot_g[s]) be->free(be, P->slot_g[s]);
+        }
+        if (P->staging) be->free(be, P->staging);
+        if (P->recv) be->free(be, P->recv);
+    }
+    if (P->mo) be->free(be, P->mo);
+    if (P->vo) be->free(be, P->vo);
+    if (P->xent_lg) be->free(be, P->xent_lg);
+    free(P->xent_host);
+    free(P->xent_tg);
+    free(P->xent_stats);
+    free(P->xent_all);
+    free(P->xent_lse);
+    free(P->host_a);
+    free(P->host_b);
+    qwen3_free(&P->m);
+    pt_plan_free(&P->plan);
+    pt_comm_free(P->tp_c);
+    pt_comm_free(P->fsdp_c);
+    pt_comm_free(P->dp_c);
+    pt_comm_free(P->data_c);
+    free(P);
+}
+
+// ---------------------------------------------------------------- weights in
+
+// out[box] = full[global tensor] (row-major, host)
+static void box_from_full(const float *full, const pt_plan_tensor *t, float *out) {
+    const int64_t gc = t->gshape[1];
+    for (int64_t r = 0; r < t->sshape[0]; r++)
+        memcpy(out + (size_t)r * t->sshape[1], full + (size_t)(t->soff[0] + r) * gc + t->soff[1],
+               sizeof(float) * (size_t)t->sshape[1]);
+}
+
+int pt_parallel_load_full(pt_parallel *P, const qwen3_model *full_model) {
+    pt_backend *be = P->be;
+    const qwen3_model full = *full_model;
+    float *host = pt_malloc(sizeof(float) * full.num_params);
+    be->download(be, host, full.params, sizeof(float) * full.num_params);
+    float *shard = pt_calloc(P->plan.shard_numel, sizeof(float));
+    for (int i = 0; i < P->plan.nt; i++) {
+        const pt_plan_tensor *t = &P->plan.t[i];
+        const qwen3_param_info *ft = qwen3_find_tensor(&full, t->name);
+        box_from_full(host + ft->offset, t, shard + t->shard_offset);
+    }
+    be->upload(be, P->p, shard, sizeof(float) * P->plan.shard_numel);
+    free(shard);
+    free(host);
+    for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
+    return 0;
+}
+
+// ---------------------------------------------------------------- the step
+
+void pt_parallel_zero_grads(pt_parallel *P) { P->be->zero(P->be, P->g, sizeof(real_t) * P->plan.shard_numel); }
+
+void pt_parallel_finish_grads(pt_parallel *P) {
+    if (P->mesh.fsdp == 1 && P->mesh.tp > 1)
+        for (int i = 0; i < P->plan.nt; i++) {
+            const pt_plan_tensor *t = &P->plan.t[i];
+            if (t->tp_partial_grad)
+                dev_allreduce(P, P->tp_c, P->g + t->shard_offset, (size_t)t->lshape[0] * t->lshape[1]);
+        }
+    if (P->mesh.dp > 1) dev_allreduce(P, P->dp_c, P->g, P->plan.shard_numel);
+}
+
+// Whether this rank's copy of tensor t counts in global sums (replicas once).
+static int counts_once(const pt_parallel *P, const pt_plan_tensor *t) {
+    return (!t->tp_replicated || P->coord[PT_DIM_TP] == 0) && P->coord[PT_DIM_DP] == 0 && t->sshape[0] > 0;
+}
+
+static double global_sum_squares(pt_parallel *P, const real_t *buf) {
+    double local = 0;
+    for (int i = 0; i < P->plan.nt; i++) {
+        const pt_plan_tensor *t = &P->plan.t[i];
+        if (!counts_once(P, t)) continue;
+        double ss = 0;
+        P->be->sum_squares(P->be, &ss, buf + t->shard_offset, (size_t)t->sshape[0] * t->sshape[1]);
+        local += ss;
+    }
+    double total;
+    pt_comm_sum_f64(P->world_c, &local, &total, 1);
+    return total;
+}
+
+double pt_parallel_grad_norm(pt_parallel *P) { return sqrt(global_sum_squares(P, P->g)); }
+
+void pt_parallel_clip(pt_parallel *P, double total_norm, double max_norm) {
+    if (!(max_norm > 0)) return;
+    float coef = (float)max_norm / ((float)total_norm + 1e-6f);
+    if (coef < 1.0f) P->be->scale(P->be, P->g, coef, P->plan.shard_numel);
+}
+
+void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float eps, float wd, int t_step) {
+    for (int i = 0; i < P->plan.nt; i++) {
+        const pt_plan_tensor *t = &P->plan.t[i];
+        const size_t n = (size_t)t->sshape[0] * t->sshape[1], o = t->shard_offset;
+        if (!n) continue;
+        P->be->adamw(P->be, P->p + o, P->g + o, P->mo + o, P->vo + o, n, lr, beta1, beta2, eps, t->decays ? wd : 0.0f,
+                     t_step);
+    }
+    for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;  // the gathered copies are stale now
+}
+
+int pt_parallel_all_finite(pt_parallel *P, int include_moments) {
+    const real_t *bufs[3] = {P->p, P->mo, P->vo};
+    double local = 0;
+    for (int b = 0; b < (include_moments ? 3 : 1); b++) {
+        double ss = 0;
+        P->be->sum_squares(P->be, &ss, bufs[b], P->plan.shard_numel);
+        local += isfinite(ss) ? 0.0 : 1.0;
+    }
+    double total;
+    pt_comm_sum_f64(P->world_c, &local, &total, 1);
+    return total == 0;
+}
+
+// ---------------------------------------------------------------- checkpoints
+
+static const char *GROUPS[3] = {"model/", "optim/exp_avg/", "optim/exp_avg_sq/"};
+
+static void group_gather(void *ctx, const void *send, size_t n, char **recv, size_t *counts) {
+    pt_comm_gather_bytes(ctx, send, n, 0, recv, counts);
+}
+static void group_bcast(void *ctx, void *buf, size_t n) { pt_comm_broadcast(ctx, buf, n, 0); }
+
+int pt_parallel_save(pt_parallel *P, const char *output_dir, long step, const cJSON *state, int keep_last,
+                     ckpt_save_stats *stats) {
+    if (!pt_parallel_all_finite(P, 1)) {
+        pt_set_error("refusing to save checkpoint %ld: the weights or AdamW moments hold non-finite values (NaN/Inf); "
+                     "nothing was written", step);
+        return PT_PARALLEL_NONFINITE;
+    }
+    const size_t np = P->plan.shard_numel;
+    const real_t *bufs[3] = {P->p, P->mo, P->vo};
+    float *host = NULL;
+    const float *src[3];
+    if (P->be->host_memory) {
+        for (int b = 0; b < 3; b++) src[b] = bufs[b];
+    } else {
+        host = pt_malloc(sizeof(float) * np * 3);
+        for (int b = 0; b < 3; b++) {
+            P->be->download(P->be, host + b * np, bufs[b], sizeof(float) * np);
+            src[b] = host + b * np;
+        }
+    }
+    ckpt_slice *sl = pt_calloc((size_t)P->plan.nt * 3, sizeof(ckpt_slice));
+    char (*names)[128] = pt_calloc((size_t)P->plan.nt * 3, 128);
+    int n = 0;
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < P->plan.nt; i++) {
+            const pt_plan_tensor *t = &P->plan.t[i];
+            if (!counts_once(P, t)) continue;
+            ckpt_slice *s = &sl[n];
+            snprintf(names[n], 128, "%s%s", GROUPS[b], t->name);
+            s->name = names[n];
+            s->ndim = t->ndim;
+            for (int d = 0; d < t->ndim; d++) {
+                s->global_shape[d] = t->gshape[d];
+                s->offset[d] = t->soff[d];
+                s->shape[d] = t->sshape[d];
+            }
+            s->data = src[b] + t->shard_offset;
+            n++;
+        }
+    ckpt_group g = {.rank = P->rank, .size = P->world, .ctx = P->world_c, .gather = group_gather,
+                    .bcast = group_bcast};
+    const int rc = ckpt_save_group(output_dir, step, sl, n, state, keep_last, stats, &g);
+    free(names);
+    free(sl);
+    free(host);
+    return rc;
+}
+
+int pt_parallel_load_ckpt(pt_parallel *P, ckpt *c) {
+    const size_t np = P->plan.shard_numel;
+    real_t *bufs[3] = {P->p, P->mo, P->vo};
+    float *host = pt_calloc(np * 3, sizeof(float));
+    int rc = -1;
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < P->plan.nt; i++) {
+            const pt_plan_tensor *t = &P->plan.t[i];
+            char name[160];
+            snprintf(name, sizeof name, "%s%s", GROUPS[b], t->name);
+            int64_t shape[CKPT_MAX_DIMS];
+            const int nd = ckpt_tensor_shape(c, name, shape);
+            if (nd < 0) {
+                pt_set_error("%s: checkpoint lacks tensor \"%s\"", ckpt_dir(c), name);
+                goto done;
+            }
+            if (nd != t->ndim || shape[0] != t->gshape[0] || (nd == 2 && shape[1] != t->gshape[1])) {
+                pt_set_error("%s: tensor \"%s\" has a different shape from the model's", ckpt_dir(c), name);
+                goto done;
+            }
+            if (!t->sshape[0]) continue;
+            if (ckpt_read(c, name, t->ndim, t->soff, t->sshape, host + b * np + t->shard_offset) != 0) goto done;
+        }
+    for (int b = 0; b < 3; b++) P->be->upload(P->be, bufs[b], host + b * np, sizeof(float) * np);
+    for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
+    rc = 0;
+done:
+    free(host);
+    return rc;
+}
+
+int pt_parallel_save_hf(pt_parallel *P, const char *dir) {
+    const size_t np = P->plan.shard_numel;
+    float *host = pt_malloc(sizeof(float) * np);
+    P->be->download(P->be, host, P->p, sizeof(float) * np);
+    qwen3_model full;
+    memset(&full, 0, sizeof full);
+    float *fh = NULL;
+    size_t *counts = pt_calloc(P->world, sizeof(size_t));
+    if (P->rank == 0) {
+        if (qwen3_create(&full, &P->plan.global, P->be) != 0) {
+            free(host);
+            free(counts);
+            return -1;  // cannot happen: the config was validated
+        }
+        fh = pt_calloc(full.num_params, sizeof(float));
+    }
+    // One variable-size gather per tensor: each rank sends [4 x int64 box | data] when it owns one.
+    for (int i = 0; i < P->plan.nt; i++) {
+        const pt_plan_tensor *t = &P->plan.t[i];
+        const size_t n = counts_once(P, t) ? (size_t)t->sshape[0] * t->sshape[1] : 0;
+        char *msg = pt_malloc(32 + n * 4);
+        int64_t box[4] = {t->soff[0], t->soff[1], n ? t->sshape[0] : 0, t->sshape[1]};
+        memcpy(msg, box, 32);
+        memcpy(msg + 32, host + t->shard_offset, n * 4);
+        char *all = NULL;
+        pt_comm_gather_bytes(P->world_c, msg, 32 + n * 4, 0, &all, counts);
+        free(msg);
+        if (P->rank == 0) {
+            const qwen3_param_info *ft = qwen3_find_tensor(&full, t->name);
+            size_t off = 0;
+            for (int r = 0; r < P->world; r++) {
+                int64_t b[4];
+                memcpy(b, all + off, 32);
+                const float *d = (const float *)(all + off + 32);
+                for (int64_t row = 0; row < b[2]; row++)
+                    memcpy(fh + ft->offset + (size_t)(b[0] + row) * t->gshape[1] + b[1], d + (size_t)row * b[3],
+                           sizeof(float) * (size_t)b[3]);
+                off += counts[r];
+            }
+        }
+        free(all);
+    }
+    free(host);
+    free(counts);
+    int rc = 0;
+    if (P->rank == 0) {
+        P->be->upload(P->be, full.params, fh, sizeof(float) * full.num_params);
+        free(fh);
+        rc = hf_model_save(&full, dir, "float32", 0);
+        qwen3_free(&full);
+    }
+    // every rank learns whether rank 0 wrote it
+    int ok = rc == 0;
+    pt_comm_broadcast(P->world_c, &ok, sizeof ok, 0);
+    if (!ok && P->rank != 0) pt_set_error("rank 0 could not write the final model to %s", dir);
+    return ok ? 0 : -1;
+}
