@@ -14,6 +14,7 @@ int cmd_ckpt(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_accept(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
 // Argument parsing: options are "--name value" or "--name=value".

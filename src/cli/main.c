@@ -20,6 +20,7 @@ static const command commands[] = {
     {"export", cmd_export, "export a checkpoint as a Hugging Face model directory"},
     {"compare", cmd_compare, "compare two runs (or run logs) and give a convergence verdict"},
     {"accept", cmd_accept, "acceptance suite: baseline vs candidate platform, portability, recovery, cost"},
+    {"topo", cmd_topo, "mesh, rank placement, memory and bytes per step of a distributed layout"},
     {"report", cmd_report, "render a report.json into report.html and report.md"},
 };
 

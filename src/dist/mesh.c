@@ -232,3 +232,25 @@ void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long N, int accum
     }
     if (mesh->dp > 1) out->dp_allreduce = (double)p->shard_numel * f4;
 }
+
+int pt_plan_unit_direct(const pt_plan *p, int unit) {
+    int n = 0, last = -1;
+    for (int i = 0; i < p->nt; i++)
+        if (p->t[i].unit == unit) n++, last = i;
+    return n == 1 && p->t[last].shard_count % 16 == 0;
+}
+
+void pt_plan_slots(const pt_plan *p, size_t slots[3], size_t *staging, size_t *recv) {
+    slots[0] = slots[1] = slots[2] = 0;
+    *staging = *recv = 0;
+    if (p->fsdp == 1) return;
+    const int L = p->global.num_hidden_layers;
+    for (int u = 0; u < p->nunits; u++) {
+        const int s = u == 0 ? 0 : u <= L ? 1 : 2;
+        size_t need = p->unit_model_cnt[u];
+        if (pt_plan_unit_direct(p, u)) need = PT_MAX(need, (size_t)p->fsdp * p->unit_shard_cnt[u]);
+        else *staging = PT_MAX(*staging, (size_t)p->fsdp * p->unit_shard_cnt[u]);
+        slots[s] = PT_MAX(slots[s], need);
+        *recv = PT_MAX(*recv, p->unit_shard_cnt[u]);
+    }
+}

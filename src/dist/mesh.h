@@ -72,6 +72,13 @@ void pt_plan_free(pt_plan *p);
 // The local config of TP rank r (vocab rows start at *vocab_start).
 int pt_plan_local_config(const qwen3_config *g, int tp, int r, qwen3_config *local, int *vocab_start);
 
+// Working memory of FSDP (elements): the slot of each kind of unit
+// (embedding, layer, head; params and grads each) and the gather staging.
+// All zero when fsdp is 1.
+void pt_plan_slots(const pt_plan *p, size_t slots[3], size_t *staging, size_t *recv);
+// Elements a unit of one tensor gathers straight into its slot (no staging).
+int pt_plan_unit_direct(const pt_plan *p, int unit);
+
 // Bytes a rank's collectives move in one optimizer step (pt_comm counters'
 // units), by group: predicted from the plan, the local batch (rows x seq
 // tokens per micro-batch) and the accumulation steps.

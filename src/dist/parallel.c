@@ -51,9 +51,9 @@ double pt_parallel_data_sum(pt_parallel *P, double local) {
 }
 
 size_t pt_parallel_state_bytes(const pt_parallel *P) {
-    size_t n = P->plan.shard_numel * 4;
-    for (int s = 0; s < SLOTS; s++) n += P->slot_n[s] * 2;
-    return n * sizeof(real_t);
+    size_t slots[3], stage, recv;
+    pt_plan_slots(&P->plan, slots, &stage, &recv);
+    return sizeof(real_t) * (P->plan.shard_numel * 4 + (slots[0] + slots[1] + slots[2]) * 2 + stage + recv);
 }
 
 // ---------------------------------------------------------------- host staging
@@ -114,14 +114,7 @@ static int slot_of(const pt_parallel *P, int unit) {
     return unit == 0 ? SLOT_EMBED : unit <= P->plan.global.num_hidden_layers ? SLOT_LAYER : SLOT_HEAD;
 }
 
-// A unit of one tensor whose shard is a whole number of 16-float blocks is
-// gathered straight into its slot: rank-major blocks of rows are its rows.
-static int unit_direct(const pt_parallel *P, int unit) {
-    int n = 0, last = -1;
-    for (int i = 0; i < P->plan.nt; i++)
-        if (P->plan.t[i].unit == unit) n++, last = i;
-    return n == 1 && P->plan.t[last].shard_count % 16 == 0;
-}
+static int unit_direct(const pt_parallel *P, int unit) { return pt_plan_unit_direct(&P->plan, unit); }
 
 static void hook_gather(void *ctx, qwen3_model *m, int unit) {
     pt_parallel *P = ctx;
@@ -331,14 +324,7 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
         P->p = be->alloc(be, sizeof(real_t) * pl->shard_numel);
         P->g = be->alloc(be, sizeof(real_t) * pl->shard_numel);
         size_t stage = 0, recv = 0;
-        for (int u = 0; u < pl->nunits; u++) {
-            const int s = slot_of(P, u);
-            size_t need = pl->unit_model_cnt[u];
-            if (unit_direct(P, u)) need = PT_MAX(need, (size_t)F * pl->unit_shard_cnt[u]);
-            else stage = PT_MAX(stage, (size_t)F * pl->unit_shard_cnt[u]);
-            P->slot_n[s] = PT_MAX(P->slot_n[s], need);
-            recv = PT_MAX(recv, pl->unit_shard_cnt[u]);
-        }
+        pt_plan_slots(pl, P->slot_n, &stage, &recv);
         for (int s = 0; s < SLOTS; s++)
             if (P->slot_n[s]) {
                 P->slot_p[s] = be->alloc(be, sizeof(real_t) * P->slot_n[s]);

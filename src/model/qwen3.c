@@ -195,6 +195,18 @@ static void rope_tables(const qwen3_config *cfg, int T, real_t *cos_h, real_t *s
         }
 }
 
+size_t qwen3_activation_bytes(const qwen3_config *c, int B, int T, size_t S) {
+    const size_t N = (size_t)B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
+                 KV = c->num_key_value_heads, D = c->head_dim, QD = H * D, KD = KV * D;
+#define A16(x) (((x) + 15) & ~(size_t)15)
+    const size_t per_layer = A16(N * C) * 4 + A16(N) * 2 + A16(N * QD) * 3 + A16(N * KD) * 4 + A16(N * H) +
+                             A16(N * KV) + A16(S) + A16(N * I) * 3;
+    const size_t shared = A16(N * C) * 4 + A16(N) + A16((size_t)T * D) * 2 + A16(N * QD) * 3 + A16(N * KD) * 3 +
+                          A16(N * I) * 3;
+#undef A16
+    return (per_layer * c->num_hidden_layers + shared) * sizeof(real_t);
+}
+
 int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     if (B <= m->max_B && T <= m->max_T) return 0;
     if (T > m->cfg.max_position_embeddings) {
@@ -212,12 +224,7 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     const size_t S = be->attention_saved_floats(be, B, T, (int)H, (int)D);
     const int L = c->num_hidden_layers;
 #define ALIGN16(x) (((x) + 15) & ~(size_t)15)
-    size_t per_layer = ALIGN16(N * C) * 4 + ALIGN16(N) * 2 + ALIGN16(N * QD) * 3 + ALIGN16(N * KD) * 4 +
-                       ALIGN16(N * H) + ALIGN16(N * KV) + ALIGN16(S) + ALIGN16(N * I) * 3;
-    size_t shared = ALIGN16(N * C) * 4 + ALIGN16(N) + ALIGN16((size_t)T * D) * 2 + ALIGN16(N * QD) * 3 +
-                    ALIGN16(N * KD) * 3 + ALIGN16(N * I) * 3;
-    size_t total = per_layer * L + shared;
-    m->act_bytes = total * sizeof(real_t);
+    m->act_bytes = qwen3_activation_bytes(c, B, T, S);
     m->act_memory = be->alloc(be, m->act_bytes);
     real_t *cur = m->act_memory;
 #define TAKE(n) (cur += ALIGN16(n), cur - ALIGN16(n))

@@ -118,6 +118,8 @@ void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grad
 void qwen3_alloc_grads(qwen3_model *m);
 // Allocates activations for batches up to B x T (re-allocates when larger).
 int qwen3_alloc_activations(qwen3_model *m, int B, int T);
+// Bytes of that activation allocation (S = the backend's attention_saved_floats).
+size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S);
 const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name);
 // Whether a tensor gets weight decay (HF Trainer: not norms or biases).
 int qwen3_tensor_decays(const qwen3_param_info *t);

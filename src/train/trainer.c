@@ -475,10 +475,7 @@ int pt_train(const pt_train_args *a) {
 setup_done:
     if (world) {
         alarm(0);
-        if (startup_agree(world, setup_ok, a) != 0) {
-            g_error_elsewhere = rank != 0;
-            goto done;
-        }
+        if (startup_agree(world, setup_ok, a) != 0) goto done;
     } else if (!setup_ok) {
         goto done;
     }
@@ -489,11 +486,8 @@ setup_done:
         const double tr = pt_now_s();
         ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
         start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
-        if (world) {  // every rank must have restored its shards
-            const int fail = start_step < 0;
-            if (pt_comm_any(world, fail)) {
-                if (!fail) pt_set_error("another rank could not restore its part of the checkpoint");
-                g_error_elsewhere = rank != 0 && !fail;
+        if (world) {  // every rank must have restored its shards; rank 0 names the one that did not
+            if (startup_agree(world, start_step >= 0, a) != 0) {
                 if (c) ckpt_close(c);
                 goto done;
             }
@@ -606,7 +600,6 @@ setup_done:
                                  what, loss, gnorm, a->nan_max_count, policy_name[a->nan_policy]);
                 rc = PT_TRAIN_NONFINITE;
                 collective_error = true;  // loss and norm are global: every rank stops here
-                g_error_elsewhere = rank != 0;
                 goto done;
             }
             if (!again) nan_handled++;
@@ -722,7 +715,6 @@ setup_done:
                 pt_prefix_error("step %ld: the previous checkpoint is kept; ", step + 1);
                 if (src == PT_SAVE_NONFINITE) rc = PT_TRAIN_NONFINITE;
                 collective_error = true;  // every rank got the save's verdict
-                g_error_elsewhere = rank != 0;
                 goto done;
             }
             if (!P) pt_fault_after_save(step + 1, ss.path);  // test-only corrupt-checkpoint:step=S
@@ -777,7 +769,6 @@ setup_done:
                      a->output_dir);
         rc = PT_TRAIN_NONFINITE;
         collective_error = true;
-        g_error_elsewhere = rank != 0;
         goto done;
     }
     if (!P) {
@@ -792,7 +783,6 @@ setup_done:
     }
     if (P ? pt_parallel_save_hf(P, a->output_dir) : hf_model_save(mdl, a->output_dir, "float32", 0)) {
         collective_error = P != NULL;
-        g_error_elsewhere = rank != 0;
         goto done;
     }
     if (!quiet)
@@ -805,6 +795,16 @@ done:
         // next collective. Report it and end the whole job.
         fprintf(stderr, "portatrain: error: rank %d: %s\n", rank, pt_last_error());
         pt_comm_abort(1);
+    }
+    if (rc != 0 && world && pt_comm_size(world) > 1) {
+        // The same error on every rank: rank 0 reports it before anyone exits
+        // (a rank's non-zero exit makes mpirun end the job at once).
+        if (rank == 0) {
+            fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
+            fflush(stderr);
+        }
+        pt_comm_barrier(world);
+        g_error_elsewhere = 1;
     }
     free(ckpt_record);
     if (metrics) fclose(metrics);

@@ -1,0 +1,272 @@
+// portatrain topo: the mesh of a layout, which ranks share a node, memory per
+// rank and the bytes each collective moves per step, from the model config
+// alone (the same plan the runtime uses: src/dist/mesh.h).
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "dist/mesh.h"
+#include "model/qwen3.h"
+#include "util/common.h"
+#include "util/fileio.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: portatrain topo --world N --tp T --fsdp F [--dp D] (--config CONFIG.json | --model DIR) [options]\n\n"
+           "  --hosts FILE            an MPI hostfile (\"host slots=N\" or \"host:N\" lines); ranks fill each host's\n"
+           "                          slots in order, as mpirun --map-by slot does\n"
+           "  --ranks-per-node K      instead of --hosts: K ranks per node (default: all ranks on one node)\n"
+           "  --mesh-order LIST       placement, innermost dimension first (tp,fsdp,dp)\n"
+           "  --per-device-train-batch-size B  --seq-len S  --gradient-accumulation-steps A\n"
+           "                          the step whose traffic is computed (8, 2048, 1)\n"
+           "  --json                  machine-readable output\n");
+}
+
+#define MAX_HOSTS 4096
+typedef struct {
+    int n;
+    char name[MAX_HOSTS][64];
+    int slots[MAX_HOSTS];
+} hostlist;
+
+static int read_hostfile(const char *path, hostlist *h) {
+    size_t len;
+    char *text = pt_read_file(path, &len);
+    if (!text) return -1;
+    h->n = 0;
+    int lineno = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        while (isspace((unsigned char)*line)) line++;
+        if (!*line) continue;
+        if (h->n == MAX_HOSTS) {
+            pt_set_error("%s: more than %d hosts", path, MAX_HOSTS);
+            free(text);
+            return -1;
+        }
+        char name[64] = {0};
+        int slots = 1, k = 0;
+        while (line[k] && !isspace((unsigned char)line[k]) && line[k] != ':' && k < 63) name[k] = line[k], k++;
+        const char *rest = line + k;
+        const char *sl = strstr(rest, "slots=");
+        if (sl) slots = atoi(sl + 6);
+        else if (*rest == ':') slots = atoi(rest + 1);
+        if (slots <= 0) {
+            pt_set_error("%s:%d: slots must be a positive number", path, lineno);
+            free(text);
+            return -1;
+        }
+        snprintf(h->name[h->n], 64, "%s", name);
+        h->slots[h->n++] = slots;
+    }
+    free(text);
+    if (!h->n) {
+        pt_set_error("%s: no hosts", path);
+        return -1;
+    }
+    return 0;
+}
+
+// node of each rank; -1 + error when the hosts have fewer slots than ranks
+static int place(const hostlist *h, int world, int *node) {
+    int r = 0;
+    for (int i = 0; i < h->n && r < world; i++)
+        for (int s = 0; s < h->slots[i] && r < world; s++) node[r++] = i;
+    if (r < world) {
+        pt_set_error("the hosts have %d slots for %d ranks", r, world);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *human(double b, char *buf) {
+    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    sprintf(buf, "%.2f %s", b, u[i]);
+    return buf;
+}
+
+int cmd_topo(int argc, char **argv) {
+    int world = 0, B = 8, S = 2048, A = 1, rpn = 0, json = 0;
+    pt_mesh mesh = {.tp = 1, .fsdp = 1, .dp = 0, .order = {PT_DIM_TP, PT_DIM_FSDP, PT_DIM_DP}};
+    const char *config = NULL, *model = NULL, *hosts = NULL, *order = NULL;
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *o;
+    while ((o = argp_next(&p))) {
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
+        else if (!strcmp(o, "--world")) world = (int)argp_int(&p);
+        else if (!strcmp(o, "--tp")) mesh.tp = (int)argp_int(&p);
+        else if (!strcmp(o, "--fsdp")) mesh.fsdp = (int)argp_int(&p);
+        else if (!strcmp(o, "--dp")) mesh.dp = (int)argp_int(&p);
+        else if (!strcmp(o, "--config")) config = argp_value(&p);
+        else if (!strcmp(o, "--model")) model = argp_value(&p);
+        else if (!strcmp(o, "--hosts")) hosts = argp_value(&p);
+        else if (!strcmp(o, "--ranks-per-node")) rpn = (int)argp_int(&p);
+        else if (!strcmp(o, "--mesh-order")) order = argp_value(&p);
+        else if (!strcmp(o, "--per-device-train-batch-size")) B = (int)argp_int(&p);
+        else if (!strcmp(o, "--seq-len")) S = (int)argp_int(&p);
+        else if (!strcmp(o, "--gradient-accumulation-steps")) A = (int)argp_int(&p);
+        else if (!strcmp(o, "--json")) json = 1;
+        else return argp_unknown(&p, o);
+    }
+    if (world <= 0) return cli_usage_error("topo", "--world N is required");
+    if (!config && !model) return cli_usage_error("topo", "--config CONFIG.json or --model DIR is required");
+    if (B <= 0 || S <= 0 || A <= 0) return cli_usage_error("topo", "batch, sequence length and accumulation must be positive");
+    if (mesh.dp == 0) mesh.dp = world % (mesh.tp * mesh.fsdp) == 0 ? world / (mesh.tp * mesh.fsdp) : 1;
+    if (order && pt_mesh_parse_order(order, mesh.order) != 0) return cli_fail();
+    qwen3_config cfg;
+    char *cpath = model ? pt_path_join(model, "config.json") : pt_strdup(config);
+    const int crc = qwen3_config_load(&cfg, cpath);
+    free(cpath);
+    if (crc != 0) return cli_fail();
+    if (pt_mesh_validate(&mesh, world, &cfg) != 0) return cli_fail();
+    hostlist *h = pt_calloc(1, sizeof *h);
+    if (hosts) {
+        if (read_hostfile(hosts, h) != 0) { free(h); return cli_fail(); }
+    } else {
+        const int k = rpn > 0 ? rpn : world;
+        h->n = (world + k - 1) / k;
+        if (h->n > MAX_HOSTS) { free(h); return cli_usage_error("topo", "too many nodes"); }
+        for (int i = 0; i < h->n; i++) snprintf(h->name[i], 64, "node%d", i), h->slots[i] = k;
+    }
+    int *node = pt_calloc(world, sizeof(int));
+    if (place(h, world, node) != 0) { free(node); free(h); return cli_fail(); }
+
+    // Per group kind: how many groups cross nodes.
+    const int dims[3] = {PT_DIM_TP, PT_DIM_FSDP, PT_DIM_DP};
+    const char *dname[3] = {"tp", "fsdp", "dp"};
+    int groups[3] = {0, 0, 0}, crossing[3] = {0, 0, 0}, rank0_inter[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        const int d = dims[k];
+        for (int r = 0; r < world; r++) {
+            int c[3];
+            pt_mesh_coords(&mesh, r, c);
+            if (c[d] != 0) continue;  // r leads its group
+            groups[k]++;
+            int cross = 0;
+            const int n = d == PT_DIM_TP ? mesh.tp : d == PT_DIM_FSDP ? mesh.fsdp : mesh.dp;
+            for (int i = 1; i < n; i++) {
+                c[d] = i;
+                cross |= node[pt_mesh_rank(&mesh, c)] != node[r];
+            }
+            crossing[k] += cross;
+            if (r == 0) rank0_inter[k] = cross;
+        }
+    }
+    // Memory and bytes of rank 0 (every rank's are the same up to the last
+    // vocabulary shard's rounding).
+    pt_plan plan;
+    if (pt_plan_build(&plan, &cfg, mesh.tp, 0, mesh.fsdp, 0) != 0) { free(node); free(h); return cli_fail(); }
+    size_t slots[3], stage, recv;
+    pt_plan_slots(&plan, slots, &stage, &recv);
+    const double state_b = 4.0 * (plan.shard_numel * 4.0 + (slots[0] + slots[1] + slots[2]) * 2.0 + stage + recv);
+    pt_backend *ref = pt_backend_cpu_ref_create();
+    const double act_b = (double)qwen3_activation_bytes(
+        &plan.local, B, S, ref->attention_saved_floats(ref, B, S, plan.local.num_attention_heads, plan.local.head_dim));
+    pt_backend_destroy(ref);
+    pt_step_bytes sb;
+    pt_plan_step_bytes(&plan, &mesh, (long)B * S, A, &sb);
+    const double fsdp_b = sb.fsdp_allgather + sb.fsdp_reduce_scatter, dp_b = sb.dp_allreduce;
+    // on the wire per rank, ring algorithms: all-reduce 2(P-1)/P x buffer, gather/scatter (P-1)/P x buffer
+    const double wire_tp = mesh.tp > 1 ? (sb.tp_allreduce * 2 + sb.tp_allgather) * (mesh.tp - 1) / mesh.tp : 0;
+    const double wire_fsdp = mesh.fsdp > 1 ? fsdp_b * (mesh.fsdp - 1) / mesh.fsdp : 0;
+    const double wire_dp = mesh.dp > 1 ? dp_b * 2 * (mesh.dp - 1) / mesh.dp : 0;
+    const double wire[3] = {wire_tp, wire_fsdp, wire_dp};
+    double intra = 0, inter = 0;
+    for (int k = 0; k < 3; k++) {
+        if (rank0_inter[k]) inter += wire[k];
+        else intra += wire[k];
+    }
+    char order_s[32];
+    pt_mesh_order_str(&mesh, order_s, sizeof order_s);
+    if (json) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "world", world);
+        cJSON_AddNumberToObject(r, "tp", mesh.tp);
+        cJSON_AddNumberToObject(r, "fsdp", mesh.fsdp);
+        cJSON_AddNumberToObject(r, "dp", mesh.dp);
+        cJSON_AddStringToObject(r, "mesh_order", order_s);
+        cJSON_AddNumberToObject(r, "nodes", h->n);
+        cJSON *g = cJSON_AddObjectToObject(r, "groups");
+        for (int k = 0; k < 3; k++) {
+            cJSON *e = cJSON_AddObjectToObject(g, dname[k]);
+            cJSON_AddNumberToObject(e, "count", groups[k]);
+            cJSON_AddNumberToObject(e, "crossing_nodes", crossing[k]);
+        }
+        cJSON *m = cJSON_AddObjectToObject(r, "memory_bytes_per_rank");
+        cJSON_AddNumberToObject(m, "parameter_state", state_b);
+        cJSON_AddNumberToObject(m, "activations", act_b);
+        cJSON *b = cJSON_AddObjectToObject(r, "comm_bytes_per_step");  // pt_comm counter units (metrics.jsonl)
+        cJSON_AddNumberToObject(b, "allreduce", sb.tp_allreduce + sb.dp_allreduce);
+        cJSON_AddNumberToObject(b, "allgather", sb.tp_allgather + sb.fsdp_allgather);
+        cJSON_AddNumberToObject(b, "reduce_scatter", sb.fsdp_reduce_scatter);
+        cJSON *w = cJSON_AddObjectToObject(r, "wire_bytes_per_step_per_rank");
+        cJSON_AddNumberToObject(w, "intra_node", intra);
+        cJSON_AddNumberToObject(w, "inter_node", inter);
+        char *text = cJSON_Print(r);
+        printf("%s\n", text);
+        free(text);
+        cJSON_Delete(r);
+    } else {
+        char b1[32], b2[32], b3[32];
+        printf("mesh: %d ranks = tp %d x fsdp %d x dp %d, placement innermost first %s, %d node(s)\n", world, mesh.tp,
+               mesh.fsdp, mesh.dp, order_s, h->n);
+        printf("model: %d layers, hidden %d, heads %d (kv %d), intermediate %d, vocab %d; per TP rank: %d heads, %d kv "
+               "heads, %d intermediate, %d vocab rows\n", cfg.num_hidden_layers, cfg.hidden_size,
+               cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size, cfg.vocab_size,
+               plan.local.num_attention_heads, plan.local.num_key_value_heads, plan.local.intermediate_size,
+               plan.local.vocab_size);
+        printf("\nnodes:\n");
+        for (int i = 0; i < h->n; i++) {
+            int lo = -1, hi = -1;
+            for (int r = 0; r < world; r++)
+                if (node[r] == i) { if (lo < 0) lo = r; hi = r; }
+            if (lo >= 0) printf("  %-20s ranks %d-%d\n", h->name[i], lo, hi);
+        }
+        printf("\ngroups (a group inside one node talks over intra-node links):\n");
+        for (int k = 0; k < 3; k++)
+            printf("  %-5s %4d groups of %d, %d crossing nodes\n", dname[k], groups[k],
+                   k == 0 ? mesh.tp : k == 1 ? mesh.fsdp : mesh.dp, crossing[k]);
+        if (world <= 64) {
+            printf("\nranks (tp, fsdp, dp) @ node:\n");
+            for (int r = 0; r < world; r++) {
+                int c[3];
+                pt_mesh_coords(&mesh, r, c);
+                printf("  %3d (%d, %d, %d) @ %s\n", r, c[0], c[1], c[2], h->name[node[r]]);
+            }
+        }
+        printf("\nmemory per rank: parameter state %s (fp32 params, grads, AdamW m and v shards%s), activations %s "
+               "(batch %d x %d tokens)\n", human(state_b, b1), mesh.fsdp > 1 ? " + FSDP working slots" : "",
+               human(act_b, b2), B, S);
+        printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
+        printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
+        const char *cls[2] = {"intra-node", "inter-node"};
+        if (mesh.tp > 1) {
+            printf("  %-34s %14s  %s, %s\n", "tp all-reduce (activations)", human(sb.tp_allreduce, b1),
+                   human(sb.tp_allreduce * 2 * (mesh.tp - 1) / mesh.tp, b2), cls[rank0_inter[0]]);
+            printf("  %-34s %14s  %s, %s\n", "tp all-gather (cross-entropy stats)", human(sb.tp_allgather, b1),
+                   human(sb.tp_allgather * (mesh.tp - 1) / mesh.tp, b2), cls[rank0_inter[0]]);
+        }
+        if (mesh.fsdp > 1) {
+            printf("  %-34s %14s  %s, %s\n", "fsdp all-gather (parameters)", human(sb.fsdp_allgather, b1),
+                   human(sb.fsdp_allgather * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[rank0_inter[1]]);
+            printf("  %-34s %14s  %s, %s\n", "fsdp reduce-scatter (gradients)", human(sb.fsdp_reduce_scatter, b1),
+                   human(sb.fsdp_reduce_scatter * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[rank0_inter[1]]);
+        }
+        if (mesh.dp > 1)
+            printf("  %-34s %14s  %s, %s\n", "dp all-reduce (gradients)", human(sb.dp_allreduce, b1), human(wire_dp, b2),
+                   cls[rank0_inter[2]]);
+        printf("  total on the wire: intra-node %s, inter-node %s\n", human(intra, b1), human(inter, b3));
+    }
+    pt_plan_free(&plan);
+    free(node);
+    free(h);
+    return 0;
+}

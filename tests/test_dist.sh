@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Distributed training on MPI (docs/DISTRIBUTED.md), 2-4 ranks oversubscribed:
+#  - layout parity: TP2, FSDP2, DP2, TP2xDP2, TP2xFSDP2 and FSDP4 against the
+#    single process with the same global batch (step-1 loss within 1e-6
+#    relative, 20 steps within 1e-5, the same tokens per step), tied and untied;
+#  - resharding: the step-10 checkpoint of every layout resumes in every other
+#    one and steps 11-20 keep that parity;
+#  - `topo` predicts exactly the bytes the MPI layer moved per step;
+#  - start-up errors (world size vs layout, heads vs tp, a missing rank, a rank
+#    started with other arguments) are one error from rank 0, every rank exits,
+#    nothing hangs, no process is left behind.
+set -uo pipefail
+: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
+if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
+"$PORTATRAIN" topo --help >/dev/null
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$PT_SOURCE_DIR/tests/cli_check.sh"
+fail=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+# keep OpenMPI off the network interfaces of CI machines: shared memory + loopback only
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+MPIRUN=(timeout -k 5 300 mpirun --oversubscribe)
+STEPS=20; GLOBAL=8; ACC=2   # global batch rows = per-device batch x accumulation x data ranks
+
+fixture="$PT_SOURCE_DIR/tests/fixtures/golden"
+for kind in untied tied; do
+  "$PORTATRAIN" init --config "$fixture/$kind/config.json" --seed 7 --output-dir "$T/init_$kind" >/dev/null 2>&1
+done
+data="$fixture/untied/data.bin"
+
+# name np tp fsdp dp
+LAYOUTS="tp2:2:2:1:1 fsdp2:2:1:2:1 dp2:2:1:1:2 tp2dp2:4:2:1:2 tp2fsdp2:4:2:2:1 fsdp4:4:1:4:1"
+
+train() { # kind name np tp fsdp dp out [extra...]
+  local kind=$1 name=$2 np=$3 tp=$4 fsdp=$5 dp=$6 out=$7; shift 7
+  local B=$((GLOBAL / ACC / (fsdp * dp)))
+  local args=(train --model "$T/init_$kind" --data "$data" --output-dir "$out" --max-steps $STEPS --seq-len 16
+              --per-device-train-batch-size $B --gradient-accumulation-steps $ACC --learning-rate 3e-3
+              --warmup-steps 2 --weight-decay 0.1 --quiet "$@")
+  if [ "$name" = single ]; then "$PORTATRAIN" "${args[@]}"
+  else "${MPIRUN[@]}" -np "$np" "$PORTATRAIN" "${args[@]}" --tp "$tp" --fsdp "$fsdp" --dp "$dp"; fi
+}
+
+# parity A B [first_step]: every loss of B within 1e-5 relative of A's, the first within 1e-6, same tokens
+parity() {
+  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" <<'PY'
+import json, sys
+a = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
+b = {r["step"]: r for r in map(json.loads, open(sys.argv[2]))}
+first = int(sys.argv[3]); bad = []
+steps = [s for s in sorted(b) if s >= first]
+if len(steps) != 20 - first + 1: bad.append("steps %s" % steps)
+for s in steps:
+    rel = abs(a[s]["loss"] - b[s]["loss"]) / abs(a[s]["loss"])
+    if rel > (1e-6 if s == first else 1e-5): bad.append("step %d: %r vs %r (rel %.2e)" % (s, a[s]["loss"], b[s]["loss"], rel))
+    if a[s]["tokens"] != b[s]["tokens"]: bad.append("step %d: tokens %d vs %d" % (s, a[s]["tokens"], b[s]["tokens"]))
+if bad: print("\n".join(bad)); sys.exit(1)
+PY
+}
+
+for kind in untied tied; do
+  train $kind single 1 1 1 1 "$T/$kind/single" --save-steps 10 2>"$T/err" || { echo "FAIL: single-process run"; cat "$T/err"; fail=1; }
+done
+for l in $LAYOUTS; do
+  IFS=: read -r name np tp fsdp dp <<<"$l"
+  train untied "$name" "$np" "$tp" "$fsdp" "$dp" "$T/untied/$name" --save-steps 10 >"$T/out" 2>&1 \
+    || { echo "FAIL: $name run"; cat "$T/out"; fail=1; continue; }
+  if parity "$T/untied/single" "$T/untied/$name" >"$T/out"; then echo "ok: $name parity with the single process"
+  else echo "FAIL: $name parity"; cat "$T/out"; fail=1; fi
+done
+# the tied embedding (vocabulary-parallel lm_head = embedding, gathered twice under FSDP)
+train tied tp2fsdp2 4 2 2 1 "$T/tied/tp2fsdp2" --save-steps 10 >"$T/out" 2>&1 || { echo "FAIL: tied tp2fsdp2"; cat "$T/out"; fail=1; }
+if parity "$T/tied/single" "$T/tied/tp2fsdp2" >"$T/out"; then echo "ok: tied tp2fsdp2 parity"; else echo "FAIL: tied tp2fsdp2 parity"; cat "$T/out"; fail=1; fi
+# the final model directory is the whole model, the same as the single process's (within parity)
+check 0 "" -- "$PORTATRAIN" eval --model "$T/untied/tp2fsdp2" --data "$data" --seq-len 16 --max-batches 2
+
+# metrics: communication and memory per rank
+check 0 "metrics ok" -- python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert all(x["comm_time_s"] >= 0 and x["compute_time_s"] > 0 for x in r)
+assert all(len(x["peak_rss_mib_per_rank"]) == 4 and min(x["peak_rss_mib_per_rank"]) > 0 for x in r)
+assert all(x["comm_bytes"]["allgather"] > 0 and x["comm_bytes"]["reduce_scatter"] > 0 for x in r)
+assert all(x["state_bytes_per_rank"] > 0 for x in r)
+print("metrics ok")' "$T/untied/tp2fsdp2/metrics.jsonl"
+
+# topo's prediction = the bytes counted by the MPI layer, every step, every layout
+for l in $LAYOUTS; do
+  IFS=: read -r name np tp fsdp dp <<<"$l"
+  B=$((GLOBAL / ACC / (fsdp * dp)))
+  "$PORTATRAIN" topo --world "$np" --tp "$tp" --fsdp "$fsdp" --dp "$dp" --model "$T/init_untied" \
+    --per-device-train-batch-size $B --seq-len 16 --gradient-accumulation-steps $ACC --json >"$T/topo.json"
+  if python3 - "$T/topo.json" "$T/untied/$name/metrics.jsonl" <<'PY' >"$T/out"
+import json, sys
+want = json.load(open(sys.argv[1]))["comm_bytes_per_step"]
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    for k, v in want.items():
+        if r["comm_bytes"][k] != v: sys.exit("step %d %s: measured %d, topo %d" % (r["step"], k, r["comm_bytes"][k], v))
+PY
+  then echo "ok: topo bytes = measured bytes ($name)"; else echo "FAIL: topo vs measured ($name)"; cat "$T/out"; fail=1; fi
+done
+# a checkpoint holds one file per rank and the global shapes
+check 0 '"world_size":.4' -- cat "$T/untied/tp2fsdp2/checkpoint-10/checkpoint.json"
+check 0 "rank00003.safetensors" -- ls "$T/untied/tp2fsdp2/checkpoint-10/"
+
+# resharding: every layout's step-10 checkpoint continues in every other layout
+for src in single $(for l in $LAYOUTS; do echo "${l%%:*}"; done); do
+  for l in "single:1:1:1:1" $LAYOUTS; do
+    IFS=: read -r name np tp fsdp dp <<<"$l"
+    [ "$name" = "$src" ] && continue
+    out="$T/re/$src-to-$name"
+    if ! train untied "$name" "$np" "$tp" "$fsdp" "$dp" "$out" --resume-from-checkpoint "$T/untied/$src/checkpoint-10" >"$T/out" 2>&1; then
+      echo "FAIL: resume $src -> $name"; cat "$T/out"; fail=1; continue
+    fi
+    if parity "$T/untied/single" "$out" 11 >"$T/out"; then echo "ok: $src checkpoint resumes in $name"
+    else echo "FAIL: $src -> $name parity"; cat "$T/out"; fail=1; fi
+  done
+done
+
+# errors at start-up: one clear error (from rank 0), every rank exits, no hang, nothing left running
+errcheck() { # want_pattern label cmd...
+  local pat=$1 label=$2; shift 2
+  local t0=$SECONDS
+  "$@" >"$T/out" 2>&1; local rc=$?
+  local n; n=$(grep -c "portatrain: error:" "$T/out")
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q -- "$pat" "$T/out" && [ "$n" -eq 1 ] && [ $((SECONDS - t0)) -lt 60 ]; then
+    echo "ok: $label"
+  else echo "FAIL: $label (rc $rc, $n error lines, $((SECONDS - t0)) s)"; cat "$T/out"; fail=1; fi
+  sleep 0.5
+  if pgrep -f "$T/" >/dev/null; then echo "FAIL: processes left after: $label"; pgrep -af "$T/"; fail=1; fi
+}
+base=(train --model "$T/init_untied" --data "$data" --output-dir "$T/err_out" --max-steps 2 --seq-len 16 --quiet)
+errcheck "tp 2 x fsdp 2 x dp 1 = 4 ranks, but the job has 3" "world size not the layout's product" \
+  "${MPIRUN[@]}" -np 3 "$PORTATRAIN" "${base[@]}" --tp 2 --fsdp 2
+errcheck "num_key_value_heads 2 is not divisible" "kv heads not divisible by tp" \
+  "${MPIRUN[@]}" -np 4 "$PORTATRAIN" "${base[@]}" --tp 4
+errcheck "rank 2 was started with other arguments than rank 0: seq_len is 8 there, 16 on rank 0" "a mismatched rank" \
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${base[@]}" --dp 4 : -np 2 "$PORTATRAIN" "${base[@]}" --dp 4 --seq-len 8
+errcheck "not every rank joined within 3 s" "a missing rank" \
+  env PT_TEST_DIST_STALL_RANK=1 PT_DIST_STARTUP_TIMEOUT=3 "${MPIRUN[@]}" -x PT_TEST_DIST_STALL_RANK -x PT_DIST_STARTUP_TIMEOUT \
+  -np 2 "$PORTATRAIN" "${base[@]}"
+check 2 "required" -- "$PORTATRAIN" topo --world 4 --tp 2
+check 1 "num_key_value_heads 2 is not divisible" -- "$PORTATRAIN" topo --world 8 --tp 8 --model "$T/init_untied"
+
+[ "$fail" -eq 0 ] && echo "test_dist: all checks passed"
+exit "$fail"
