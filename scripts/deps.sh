@@ -10,6 +10,7 @@ PKGS=(
   libpcre2-dev                       # tokenizer pre-tokenizer regex (UTF + UCP + JIT)
   libutf8proc-dev                    # Unicode NFC normalisation for the tokenizer
   libopenblas-dev                    # BLAS for the fast CPU backend
+  openmpi-bin libopenmpi-dev         # MPI (mpirun, collectives) for multi-rank CPU training (src/dist)
   clang libclang-rt-14-dev libomp-dev  # libFuzzer + sanitizer runtimes, OpenMP for clang
   chromium                           # headless render check of report.html (tests/test_report_chromium.sh)
   python3                            # PNG decode in the same test (zlib, no extra modules)
