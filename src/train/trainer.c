@@ -612,7 +612,7 @@ setup_done:
                     goto done;
                 }
                 if (back > 0) {
-                    if (!quiet)
+                    if (rank == 0)
                         pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); rolled back to step %ld (%d of "
                                 "--nan-max-count %d); the batch of step %ld is skipped if it fails again",
                                 step + 1, what, loss, gnorm, back, nan_handled, a->nan_max_count, step + 1);
@@ -622,12 +622,12 @@ setup_done:
                     step = back - 1;  // the loop's step++ continues at checkpoint step + 1
                     continue;
                 }
-                if (!quiet)
+                if (rank == 0)
                     pt_warn("step %ld: non-finite %s and no checkpoint to roll back to; skipping the batch instead "
                             "(the weights are those of step %ld either way)", step + 1, what, step);
             } else if (again) {
-                if (!quiet) pt_warn("step %ld: non-finite %s again after the rollback; batch skipped, no update", step + 1, what);
-            } else if (!quiet) {
+                if (rank == 0) pt_warn("step %ld: non-finite %s again after the rollback; batch skipped, no update", step + 1, what);
+            } else if (rank == 0) {
                 pt_warn("step %ld: non-finite %s (loss %g, grad norm %g); batch skipped, no update (--nan-policy "
                         "%s, %d of --nan-max-count %d)", step + 1, what, loss, gnorm, policy_name[a->nan_policy],
                         nan_handled, a->nan_max_count);
@@ -732,7 +732,7 @@ setup_done:
                 }
                 auto_next = step + 1 + (every > 0 ? every : 1);
                 rl += snprintf(rec + rl, sizeof rec - rl, ", \"save_interval_steps\": %ld", every);
-                if (!quiet)
+                if (rank == 0)
                     pt_info("checkpoint interval: %ld steps (Daly: save %.3f s, MTBF %g h, step %.3f s; Young %.0f s); "
                             "next at step %ld", every, ss.seconds, a->mtbf_hours, st_mean,
                             pt_young_interval_s(ss.seconds, mtbf_s), auto_next);
