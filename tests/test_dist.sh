@@ -41,7 +41,8 @@ train() { # kind name np tp fsdp dp out [extra...]
   else "${MPIRUN[@]}" -np "$np" "$PORTATRAIN" "${args[@]}" --tp "$tp" --fsdp "$fsdp" --dp "$dp"; fi
 }
 
-# parity A B [first_step]: every loss of B within 1e-5 relative of A's, the first within 1e-6, same tokens
+# parity A B [first_step]: every loss of B within 1e-5 relative of A's, the first within 1e-6, the same
+# global batch (tokens and the layout-independent batch fingerprint)
 parity() {
   python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" <<'PY'
 import json, sys
@@ -54,6 +55,7 @@ for s in steps:
     rel = abs(a[s]["loss"] - b[s]["loss"]) / abs(a[s]["loss"])
     if rel > (1e-6 if s == first else 1e-5): bad.append("step %d: %r vs %r (rel %.2e)" % (s, a[s]["loss"], b[s]["loss"], rel))
     if a[s]["tokens"] != b[s]["tokens"]: bad.append("step %d: tokens %d vs %d" % (s, a[s]["tokens"], b[s]["tokens"]))
+    if a[s]["batch_fingerprint"] != b[s]["batch_fingerprint"]: bad.append("step %d: the global batch differs" % s)
 if bad: print("\n".join(bad)); sys.exit(1)
 PY
 }

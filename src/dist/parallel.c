@@ -43,6 +43,7 @@ pt_comm *pt_parallel_world_comm(pt_parallel *P) { return P->world_c; }
 int pt_parallel_data_rank(const pt_parallel *P) { return P->coord[PT_DIM_DP] * P->mesh.fsdp + P->coord[PT_DIM_FSDP]; }
 int pt_parallel_data_world(const pt_parallel *P) { return P->mesh.dp * P->mesh.fsdp; }
 const pt_plan *pt_parallel_plan(const pt_parallel *P) { return &P->plan; }
+pt_comm *pt_parallel_data_comm(pt_parallel *P) { return P->data_c; }
 
 double pt_parallel_data_sum(pt_parallel *P, double local) {
     double out;

@@ -33,6 +33,8 @@ pt_comm *pt_parallel_world_comm(pt_parallel *P);
 // The data-parallel position of this rank (fsdp x dp ranks read different rows).
 int pt_parallel_data_rank(const pt_parallel *P);
 int pt_parallel_data_world(const pt_parallel *P);
+// The data-parallel group of this rank (ranks with the same TP coordinate).
+pt_comm *pt_parallel_data_comm(pt_parallel *P);
 // The sum over data-parallel ranks, in rank order (identical on every rank).
 double pt_parallel_data_sum(pt_parallel *P, double local);
 const pt_plan *pt_parallel_plan(const pt_parallel *P);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 void pt_train_args_defaults(pt_train_args *a) {
     memset(a, 0, sizeof *a);
@@ -562,6 +563,29 @@ setup_done:
         if (pt_loader_batch(loader, (uint64_t)step, ids, labels, &row_len) != 0) goto done;
         long step_targets = 0;
         for (size_t i = 0; i < rows * (size_t)row_len; i++) step_targets += labels[i] != -100;
+        // A fingerprint of the GLOBAL batch, the same whatever the layout: the
+        // sum (mod 2^64) over global rows of XXH64(inputs, labels; seed = row index).
+        uint64_t batch_fp;
+        {
+            double half[2] = {0, 0};  // exact: < 2^21 rows x 2^32
+            for (size_t r = 0; r < rows; r++) {
+                const uint64_t g = (uint64_t)data_rank * rows + r;
+                XXH64_state_t *hs = XXH64_createState();
+                XXH64_reset(hs, g);
+                XXH64_update(hs, ids + r * row_len, sizeof(int32_t) * (size_t)row_len);
+                XXH64_update(hs, labels + r * row_len, sizeof(int32_t) * (size_t)row_len);
+                const uint64_t h = XXH64_digest(hs);
+                XXH64_freeState(hs);
+                half[0] += (double)(h & 0xffffffffu);
+                half[1] += (double)(h >> 32);
+            }
+            if (P) {
+                double tot[2];
+                pt_comm_sum_f64(pt_parallel_data_comm(P), half, tot, 2);
+                half[0] = tot[0], half[1] = tot[1];
+            }
+            batch_fp = (uint64_t)half[0] + ((uint64_t)half[1] << 32);
+        }
         if (P) step_targets = (long)pt_parallel_data_sum(P, (double)step_targets);  // the global batch's
         if (P) pt_parallel_zero_grads(P);
         else be->zero(be, mdl->grads, sizeof(real_t) * mdl->num_params);
@@ -660,6 +684,7 @@ setup_done:
                           "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
                           step + 1, jnum(lb, loss), jnum(gb, gnorm), lr, tokens, dt, tokens / dt,
                           flops_tok * tokens / dt);
+        rl += snprintf(rec + rl, sizeof rec - rl, ", \"batch_fingerprint\": \"%016llx\"", (unsigned long long)batch_fp);
         if (P) {  // communication of this rank (rank 0's; the layout is symmetric) and memory of every rank
             pt_comm_stats cs1;
             pt_comm_get_stats(&cs1);
