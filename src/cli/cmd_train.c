@@ -4,6 +4,7 @@
 #include "train/faults.h"
 #include "train/trainer.h"
 #include "util/common.h"
+#include "util/fileio.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -47,10 +48,11 @@ static void help(void) {
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
+           "  --launcher \"mpirun -np N ...\"      supervise an MPI job: the worker is this command + portatrain train\n"
            "  --hang-timeout S                   no step progress for S seconds = hung worker (60)\n"
            "  --startup-timeout S                an attempt's load + restore before its first step (600)\n"
            "  --inject SPEC[,SPEC...]            test-only faults, each fires once (docs/RECOVERY.md):\n"
-           "                                     kill:step=S[:phase=save], hang:step=S, nan:step=S[:target=grad\n"
+           "                                     kill:step=S[:phase=save][:rank=R], hang:step=S[:rank=R], nan:step=S[:target=grad\n"
            "                                     |weights], corrupt-checkpoint:step=S, enospc:step=S; S may be\n"
            "                                     random (PT_INJECT_SEED); hang needs --supervise\n\n"
            "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
@@ -76,6 +78,12 @@ static int supervise(int argc, char **argv) {
         else if (!strcmp(o, "--hang-timeout") && has_val) so.hang_timeout = atof(argv[++i]);
         else if (!strcmp(o, "--startup-timeout") && has_val) so.startup_timeout = atof(argv[++i]);
         else if (!strcmp(o, "--restart-backoff") && has_val) so.restart_backoff = atof(argv[++i]);
+        else if (!strcmp(o, "--launcher") && has_val) {
+            so.launcher = argv[++i];
+            const char *np = strstr(so.launcher, "-np ");
+            if (!np) np = strstr(so.launcher, "-n ");
+            so.world = np ? atoi(strchr(np, ' ') + 1) : 1;
+        }
         else if (!strcmp(o, "--inject") && has_val) {
             if (pt_supervise_parse_inject(&so, argv[++i]) != 0) { free(w); return cli_fail(); }
         } else {
@@ -86,8 +94,8 @@ static int supervise(int argc, char **argv) {
         }
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
-    mkdir(so.output_dir, 0777);
-    pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps);
+    if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
+    pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
     pt_fault_sort(so.faults, so.n_faults);
     const int rc = pt_supervise(&so, n, w);
     free(w);
@@ -164,7 +172,7 @@ int cmd_train(int argc, char **argv) {
         else return argp_unknown(&p, o);
     }
     if (n_faults) {
-        pt_fault_resolve_random(faults, n_faults, a.max_steps);
+        pt_fault_resolve_random(faults, n_faults, a.max_steps, 1);
         for (int i = 0; i < n_faults; i++) {
             if (faults[i].kind == PT_FAULT_HANG)
                 return cli_usage_error("train", "--inject hang needs --supervise (nothing would end the hang)");

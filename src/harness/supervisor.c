@@ -5,6 +5,8 @@
 #include "train/ckpt_interval.h"
 
 #include <stdbool.h>
+#include <dirent.h>
+#include <limits.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
@@ -107,6 +109,97 @@ static cJSON *interval_advice(const char *dir, double mtbf_hours) {
     return a;
 }
 
+// The rank that made the least progress by its heartbeat (step, then phase:
+// a rank still "in" a step is behind one that finished it), or -1 when all
+// ranks are level (nobody to blame: e.g. stuck together in a collective).
+static int laggard_rank(const char *dir, int world, long *its_step) {
+    long best = LONG_MAX, second = LONG_MAX;
+    int who = -1;
+    for (int r = 0; r < world; r++) {
+        char path[4096], buf[512] = {0};
+        snprintf(path, sizeof path, "%s/heartbeats/rank-%05d.json", dir, r);
+        FILE *f = fopen(path, "r");
+        long prog = -1;  // no heartbeat at all: never got going
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = 0;
+            const char *st = strstr(buf, "\"step\": "), *ph = strstr(buf, "\"phase\": \"done\"");
+            if (st) prog = atol(st + 8) * 2 + (ph ? 1 : 0);
+        }
+        if (prog < best) {
+            second = best;
+            best = prog;
+            who = r;
+        } else if (prog < second) {
+            second = prog;
+        }
+    }
+    if (its_step) *its_step = best < 0 ? 0 : best / 2;
+    return world > 1 && best < second ? who : world == 1 ? 0 : -1;
+}
+
+static void clear_heartbeats(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/heartbeats", dir);
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "rank-", 5)) {
+            char f[4400];
+            snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+            unlink(f);
+        }
+    closedir(d);
+}
+
+// Workers that outlived the teardown (an MPI rank in a process group of its
+// own, say). The supervisor is a child subreaper, so every orphaned
+// descendant is re-parented to it. Ranks its launcher is still ending get a
+// second to exit (zombies are just reaped); whatever is alive after that is
+// an orphan: killed, reaped and counted.
+static int children_alive(int kill_them);
+static int reap_strays(void) {
+    for (int i = 0; i < 50 && children_alive(0) > 0; i++) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) {}
+        usleep(20000);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    return children_alive(1);
+}
+
+static int children_alive(int kill_them) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    const pid_t me = getpid();
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || pid == me) continue;
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        const char *rp = strrchr(buf, ')');  // "pid (comm) state ppid ..."
+        int ppid = 0;
+        char state;
+        if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != me) continue;
+        if (state == 'Z') {  // already dead
+            waitpid(pid, NULL, WNOHANG);
+            continue;
+        }
+        n++;
+        if (kill_them && kill(pid, SIGKILL) == 0) waitpid(pid, NULL, 0);
+    }
+    closedir(d);
+    return n;
+}
+
 // Tears the worker group down: SIGTERM, a grace period, SIGKILL, then reap.
 static int teardown(pid_t pgid) {
     kill(-pgid, SIGTERM);
@@ -124,8 +217,21 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
     FILE *ev = fopen(path, "w");
     if (!ev) { pt_set_error("%s: %s", path, strerror(errno)); return -1; }
-    char **argv = calloc((size_t)wargc + 4, sizeof *argv);
-    for (int i = 0; i < wargc; i++) argv[i] = wargv[i];
+    prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (reap_strays)
+    // The worker command: [launcher words...] portatrain train ARGS
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[el > 0 ? el : 0] = 0;
+    char *lcopy = o->launcher ? strdup(o->launcher) : NULL;
+    char **argv = calloc((size_t)wargc + 4 + (o->launcher ? strlen(o->launcher) : 0), sizeof *argv);
+    int base = 0;
+    if (lcopy)
+        for (char *sv = NULL, *tok = strtok_r(lcopy, " \t", &sv); tok; tok = strtok_r(NULL, " \t", &sv)) argv[base++] = tok;
+    const int launcher_words = base;
+    argv[base++] = lcopy ? exe : wargv[0];
+    for (int i = 1; i < wargc; i++) argv[base++] = wargv[i];
+    wargc = base;
+    const int world = o->world > 0 ? o->world : 1;
     const double t0 = now_s();
     int attempts = 0, restarts = 0, streak = 0, rc = -1;
     bool fired[64] = {0}, armed[64];
@@ -146,6 +252,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             armed[i] = !stop && !fired[i];
             if (armed[i] && pt_fault_ends_attempt(o->faults[i].kind)) stop = 1;
         }
+        clear_heartbeats(o->output_dir);
         const double t_start = now_s();
         const pid_t sup_pid = getpid();
         pid_t pid = fork();
@@ -159,7 +266,8 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             pt_fault_disarm_all();
             for (int i = 0; i < o->n_faults; i++)
                 if (armed[i]) pt_fault_arm(&o->faults[i]);
-            execv("/proc/self/exe", argv);
+            if (launcher_words) execvp(argv[0], argv);
+            else execv("/proc/self/exe", argv);
             _exit(127);
         }
         setpgid(pid, pid);
@@ -200,7 +308,10 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             usleep(20000);
         }
         const double t_det = now_s();
-        const int orphans = teardown(pid);
+        long lag_step = 0;
+        const int blamed = hung ? laggard_rank(o->output_dir, world, &lag_step) : -1;
+        int orphans = teardown(pid);
+        orphans += reap_strays();
         const double t_down = now_s();
         if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) { rc = 0; break; }
         const bool killed = !hung && WIFSIGNALED(st);
@@ -208,20 +319,23 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         // The armed faults the worker reached fired (a fault of step S fires at
         // step S, or during it: a kill in the save or a nan stop leave S-1 logged).
         long fault_step = -1;
+        int fault_rank = -1;
         const char *injected = NULL;
         for (int i = 0; i < o->n_faults; i++)
             if (armed[i] && o->faults[i].step <= seen + 1) {
                 fired[i] = true;
                 if (pt_fault_ends_attempt(o->faults[i].kind) || fault_step < 0) {
                     fault_step = o->faults[i].step;
+                    fault_rank = o->faults[i].rank;
                     injected = pt_fault_name(o->faults[i].kind);
                 }
             }
         const char *fault = hung ? "hang" : killed ? "kill" : nonfinite ? "nonfinite" : "exit";
         fprintf(ev, "{\"event\": \"detected\", \"time\": %.6f, \"attempt\": %d, \"fault\": \"%s\", \"step\": %ld, "
-                "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d, \"injected\": \"%s\"}\n",
+                "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d, \"injected\": \"%s\", \"injected_rank\": %d, "
+                "\"heartbeat_laggard_rank\": %d}\n",
                 t_det, attempts, fault, seen, t_det - t_seen, killed ? WTERMSIG(st) : 0,
-                !hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1, injected ? injected : "");
+                !hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1, injected ? injected : "", fault_rank, blamed);
         fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
                 t_down, t_down - t_det, orphans);
         fflush(ev);
@@ -253,7 +367,10 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         const long restored = latest_step(o->output_dir);
         cJSON_AddStringToObject(r, "fault", fault);
         if (injected) cJSON_AddStringToObject(r, "injected", injected);
-        cJSON_AddNumberToObject(r, "rank", 0);
+        // The failed rank: the injected fault's, else the laggard by heartbeat
+        // (hangs), else unknown (-1; an MPI job's death names it on stderr).
+        cJSON_AddNumberToObject(r, "rank", fault_rank >= 0 ? fault_rank : blamed >= 0 ? blamed : world == 1 ? 0 : -1);
+        if (hung) cJSON_AddNumberToObject(r, "heartbeat_laggard_rank", blamed);
         cJSON_AddNumberToObject(r, "fault_step", (double)(fault_step >= 0 ? fault_step : seen));
         cJSON_AddNumberToObject(r, "detect_s", t_det - t_seen);
         cJSON_AddNumberToObject(r, "teardown_s", t_down - t_det);
@@ -292,5 +409,6 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     cJSON_Delete(sum);
     fclose(ev);
     free(argv);
+    free(lcopy);
     return rc;
 }

@@ -1,6 +1,8 @@
-// Supervised training (issue 8, first cut): runs `train` as a worker process
-// group, restarts it from the newest valid checkpoint after a death, and logs
-// events.jsonl + recovery.json into the output directory.
+// Supervised training (issue 8): runs `train` as a worker process group (one
+// process, or an MPI job through --launcher), watches its progress and every
+// rank's heartbeat file (OUTPUT/heartbeats/rank-NNNNN.json: step, phase, pid,
+// time), restarts it from the newest valid checkpoint after a death or hang,
+// and logs events.jsonl + recovery.json into the output directory.
 #pragma once
 #include "train/faults.h"
 
@@ -14,6 +16,10 @@ typedef struct {
     double mtbf_hours;       // > 0: Young/Daly checkpoint-interval advice in recovery.json
     pt_fault faults[64];     // --inject faults (train/faults.h), each fires once
     int n_faults;
+    // --launcher "mpirun -np 4 ...": the worker is this command + portatrain
+    // train ...; NULL: the worker is one process. world = its rank count.
+    const char *launcher;
+    int world;
 } pt_supervise_opts;
 
 // Parses --inject "kill:step=S[,hang:step=S,nan:step=S,...]" (train/faults.h).

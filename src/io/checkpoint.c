@@ -617,6 +617,7 @@ int ckpt_save_group(const char *output_dir, long step, const ckpt_slice *slices,
     cJSON *frag = cJSON_AddObjectToObject(rep, "tensors");
     uint64_t fbytes = 0;
     const int wrc = write_rank_file(tmp, fname, slices, n, frag, &fbytes);
+    if (wrc == 0) maybe_crash("tensors-written");  // on any rank: its file written, no manifest yet
     cJSON_AddBoolToObject(rep, "ok", wrc == 0);
     cJSON_AddStringToObject(rep, "file", fname);
     cJSON_AddNumberToObject(rep, "bytes", (double)fbytes);
@@ -666,7 +667,6 @@ int ckpt_save_group(const char *output_dir, long step, const ckpt_slice *slices,
             cJSON_Delete(rj);
         }
         if (msg.ok) {
-            maybe_crash("tensors-written");
             if (publish(output_dir, step, name, tmp, final, man, keep_last, &bytes) != 0) {
                 msg.ok = 0;
                 snprintf(msg.text, sizeof msg.text, "%s", pt_last_error());

@@ -56,7 +56,22 @@ int pt_fault_parse(const char *spec, pt_fault *out, int max, int *n) {
                 return -1;
             }
         }
+        int rank = -1;
+        const char *r = strstr(f, "rank=");
+        if (r) {
+            if (!strncmp(r + 5, "random", 6)) {
+                rank = -2;
+            } else {
+                char *end;
+                rank = (int)strtol(r + 5, &end, 10);
+                if (end == r + 5 || rank < 0 || (*end && *end != ':')) {
+                    pt_set_error("--inject %s: rank must be a world rank >= 0 or random", f);
+                    return -1;
+                }
+            }
+        }
         out[*n].kind = kind;
+        out[*n].rank = rank;
         out[(*n)++].step = step;
     }
     return 0;
@@ -71,22 +86,36 @@ void pt_fault_sort(pt_fault *f, int n) {
         }
 }
 
-void pt_fault_resolve_random(pt_fault *f, int n, long max_steps) {
+void pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world) {
     const char *e = getenv("PT_INJECT_SEED");
     uint64_t x = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     for (int i = 0; i < n; i++) {
-        if (f[i].step >= 0) continue;
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;  // LCG; the high bits are good enough
-        f[i].step = max_steps > 0 ? 1 + (long)((x >> 33) % (uint64_t)max_steps) : 1;
-        fprintf(stderr, "inject: %s:step=random -> step %ld\n", pt_fault_name(f[i].kind), f[i].step);
+        if (f[i].step < 0) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;  // LCG; the high bits are good enough
+            f[i].step = max_steps > 0 ? 1 + (long)((x >> 33) % (uint64_t)max_steps) : 1;
+            fprintf(stderr, "inject: %s:step=random -> step %ld\n", pt_fault_name(f[i].kind), f[i].step);
+        }
+        if (f[i].rank == -2) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            f[i].rank = world > 0 ? (int)((x >> 33) % (uint64_t)world) : 0;
+            fprintf(stderr, "inject: %s:rank=random -> rank %d\n", pt_fault_name(f[i].kind), f[i].rank);
+        }
     }
+}
+
+int pt_fault_my_rank(void) {
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    return r ? atoi(r) : 0;
 }
 
 void pt_fault_arm(const pt_fault *f) {
     const char *var = VARS[f->kind], *old = getenv(var);
-    char v[1024];
-    if (old && *old) snprintf(v, sizeof v, "%s,%ld", old, f->step);
-    else snprintf(v, sizeof v, "%ld", f->step);
+    char v[2048], one[48];
+    if (f->rank >= 0) snprintf(one, sizeof one, "%ld@%d", f->step, f->rank);
+    else snprintf(one, sizeof one, "%ld", f->step);
+    if (old && *old) snprintf(v, sizeof v, "%s,%s", old, one);
+    else snprintf(v, sizeof v, "%s", one);
     setenv(var, v, 1);
 }
 
@@ -102,7 +131,9 @@ static bool armed(int kind, long step) {
         char *end;
         long s = strtol(v, &end, 10);
         if (end == v) return false;
-        if (s == step) return true;
+        int rank = -1;
+        if (*end == '@') rank = (int)strtol(end + 1, &end, 10);
+        if (s == step && (rank < 0 || rank == pt_fault_my_rank())) return true;
         v = *end == ',' ? end + 1 : end;
     }
     return false;

@@ -1,7 +1,8 @@
 // Test-only fault hooks. `train --inject SPEC[,SPEC...]` arms them through
 // environment variables (the supervisor arms them per worker attempt and never
 // re-arms one that fired; without --supervise they are armed in-process).
-// Each variable holds a comma-separated list of 1-based steps:
+// Each variable holds a comma-separated list of 1-based steps, "S" (every
+// rank) or "S@R" (world rank R only: kill:rank=R:step=S):
 //   PT_FAULT_KILL_AFTER_STEP     kill:step=S               SIGKILL right after step S is logged
 //   PT_FAULT_KILL_IN_SAVE_STEP   kill:step=S:phase=save    SIGKILL inside the checkpoint save of step S
 //   PT_FAULT_HANG_AFTER_STEP     hang:step=S               stop making progress after step S (sleeps)
@@ -37,7 +38,11 @@ typedef enum {
 typedef struct {
     int kind;   // pt_fault_kind
     long step;  // 1-based; -1 = random until pt_fault_resolve_random
+    int rank;   // world rank it fires on (rank=R); -1 = every rank; -2 = random until resolved
 } pt_fault;
+
+// This process's world rank under an MPI launcher (0 otherwise).
+int pt_fault_my_rank(void);
 
 // Orders faults by step (stable), so the supervisor arms them in the order a
 // run meets them whatever order --inject listed them in.
@@ -49,8 +54,9 @@ const char *pt_fault_name(int kind);  // kill, kill-save, hang, nan, ...
 bool pt_fault_ends_attempt(int kind);
 // Parses "kill:step=S,hang:step=S,nan:step=S:target=grad,..." (appends to f).
 int pt_fault_parse(const char *spec, pt_fault *f, int max, int *n);
-// Replaces step=random with a step in [1, max_steps].
-void pt_fault_resolve_random(pt_fault *f, int n, long max_steps);
+// Replaces step=random with a step in [1, max_steps] and rank=random with a
+// rank in [0, world).
+void pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world);
 // Appends the fault's step to its environment variable.
 void pt_fault_arm(const pt_fault *f);
 void pt_fault_disarm_all(void);

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -399,6 +401,23 @@ static double rss_peak_mib(void) {
     return kb / 1024.0;
 }
 
+// OUTPUT/heartbeats/rank-NNNNN.json: this rank's progress for a supervisor
+// (harness/supervisor.h). Replaced by rename, never fsync'd: it only has to
+// be current, not durable.
+static void heartbeat(const char *output_dir, int rank, long step, const char *phase) {
+    char fin[4200], tmp[4300], text[256];
+    snprintf(fin, sizeof fin, "%s/heartbeats/rank-%05d.json", output_dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", fin);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const int n = snprintf(text, sizeof text, "{\"rank\": %d, \"pid\": %d, \"step\": %ld, \"phase\": \"%s\", "
+                           "\"time\": %.6f}\n", rank, (int)getpid(), step, phase, ts.tv_sec + ts.tv_nsec * 1e-9);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    const int ok = fwrite(text, 1, (size_t)n, f) == (size_t)n;
+    if (fclose(f) == 0 && ok) rename(tmp, fin);
+}
+
 // ---------------------------------------------------------------- the loop
 
 int pt_train(const pt_train_args *a) {
@@ -504,6 +523,12 @@ setup_done:
         ckpt_close(c);
     }
     collective_error = false;  // from here on, an error on one rank alone ends the job (pt_comm_abort)
+    {
+        char *hd = pt_path_join(a->output_dir, "heartbeats");
+        mkdir(hd, 0755);
+        free(hd);
+        heartbeat(a->output_dir, rank, start_step, "done");
+    }
 
     if (rank == 0) {
         cJSON *aj = args_json(a);
@@ -556,6 +581,7 @@ setup_done:
     long auto_next = start_step + PT_SAVE_AUTO_PROBE, step_time_n = 0;
     double step_time_sum = 0;
     for (long step = start_step; step < a->max_steps; step++) {
+        heartbeat(a->output_dir, rank, step + 1, "compute");
         const double t0 = pt_now_s();
         pt_comm_stats cs0;
         pt_comm_get_stats(&cs0);
@@ -723,7 +749,7 @@ setup_done:
                               : a->save_steps == PT_SAVE_STEPS_AUTO && step + 1 == auto_next && step + 1 < a->max_steps;
         if (!skip_reason && step > start_step) { step_time_sum += dt; step_time_n++; }  // the first step warms up
         if (save_now) {
-            if (!P) pt_fault_before_save(step + 1);
+            pt_fault_before_save(step + 1);  // test-only kill:phase=save / enospc (rank-aware)
             cJSON *st = state_json(a, mdl, &opt, step + 1, &hashes, rows_per_step, loader);
             if (P) {  // the run's model config is the global one, not this rank's shard
                 cJSON_ReplaceItemInObject(st, "model_config", qwen3_config_to_json(gcfg, "float32"));
@@ -767,7 +793,8 @@ setup_done:
             fprintf(metrics, "%s}\n", rec);
             fflush(metrics);
         }
-        if (!P) pt_fault_after_step(step + 1);  // test-only faults (train/faults.h)
+        heartbeat(a->output_dir, rank, step + 1, "done");
+        pt_fault_after_step(step + 1);  // test-only kill/hang faults (train/faults.h), rank-aware
         if (!skip_reason) {
             if (isnan(loss_first)) loss_first = loss;
             loss_last = loss;
