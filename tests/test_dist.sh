@@ -20,6 +20,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # keep OpenMPI off the network interfaces of CI machines: shared memory + loopback only
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 MPIRUN=(timeout -k 5 300 mpirun --oversubscribe)
+# Under ASan+UBSan, MPI ranks keep address and UB checking but not LeakSanitizer: OpenMPI's and OpenBLAS's
+# own allocations at exit (in MCA plugins unloaded by then) are not ours to fix. The resharding matrix
+# is cut to a few pairs there (the Release run does every pair).
+PAIRS=all
+if [ -n "${PT_SANITIZED:-}" ]; then
+  MPIRUN=(env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "${MPIRUN[@]}"); PAIRS="single:tp2fsdp2 tp2fsdp2:fsdp4 fsdp4:single dp2:tp2"
+fi
 STEPS=20; GLOBAL=8; ACC=2   # global batch rows = per-device batch x accumulation x data ranks
 
 fixture="$PT_SOURCE_DIR/tests/fixtures/golden"
@@ -111,6 +118,7 @@ for src in single $(for l in $LAYOUTS; do echo "${l%%:*}"; done); do
   for l in "single:1:1:1:1" $LAYOUTS; do
     IFS=: read -r name np tp fsdp dp <<<"$l"
     [ "$name" = "$src" ] && continue
+    [ "$PAIRS" = all ] || [[ " $PAIRS " == *" $src:$name "* ]] || continue
     out="$T/re/$src-to-$name"
     if ! train untied "$name" "$np" "$tp" "$fsdp" "$dp" "$out" --resume-from-checkpoint "$T/untied/$src/checkpoint-10" >"$T/out" 2>&1; then
       echo "FAIL: resume $src -> $name"; cat "$T/out"; fail=1; continue

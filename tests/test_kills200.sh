@@ -41,6 +41,8 @@ if ! command -v mpirun >/dev/null; then echo "SKIP: the 4-rank part (mpirun not 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 FM="$F --per-device-train-batch-size 1 --tp 2 --fsdp 2"   # the same global batch (2 rows) as above
+# ASan+UBSan builds: no LeakSanitizer in MPI ranks (OpenMPI's exit-time allocations), fewer kills
+[ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 timeout -k 5 300 mpirun --oversubscribe -np 4 "$B" train $FM --output-dir "$T/mref" 2>/dev/null || { echo "FAIL: 4-rank reference run"; exit 1; }
 read -r -a KM < <(python3 -c "
 import random; r = random.Random(20261204)
