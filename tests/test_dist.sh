@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Distributed training on MPI (docs/DISTRIBUTED.md), 2-4 ranks oversubscribed:
-#  - layout parity: TP2, FSDP2, DP2, TP2xDP2, TP2xFSDP2 and FSDP4 against the
+#  - layout parity: TP2, FSDP2, DP2, TP2xDP2, TP2xFSDP2, FSDP4 and TP2xFSDP2xDP2 (8 ranks) against the
 #    single process with the same global batch (step-1 loss within 1e-6
 #    relative, 20 steps within 1e-5, the same tokens per step), tied and untied;
 #  - resharding: the step-10 checkpoint of every layout resumes in every other
@@ -77,6 +77,17 @@ for l in $LAYOUTS; do
   if parity "$T/untied/single" "$T/untied/$name" >"$T/out"; then echo "ok: $name parity with the single process"
   else echo "FAIL: $name parity"; cat "$T/out"; fail=1; fi
 done
+# all three dimensions at once: TP2 x FSDP2 x DP2 on 8 ranks (parity, topo, and resharding to and from it)
+L3="tp2fsdp2dp2:8:2:2:2"
+train untied tp2fsdp2dp2 8 2 2 2 "$T/untied/tp2fsdp2dp2" --save-steps 10 >"$T/out" 2>&1 || { echo "FAIL: tp2fsdp2dp2 run"; cat "$T/out"; fail=1; }
+if parity "$T/untied/single" "$T/untied/tp2fsdp2dp2" >"$T/out"; then echo "ok: tp2fsdp2dp2 (8 ranks) parity"; else echo "FAIL: tp2fsdp2dp2 parity"; cat "$T/out"; fail=1; fi
+train untied tp2fsdp2dp2 8 2 2 2 "$T/re/single-to-tp2fsdp2dp2" --resume-from-checkpoint "$T/untied/single/checkpoint-10" >"$T/out" 2>&1 \
+  && parity "$T/untied/single" "$T/re/single-to-tp2fsdp2dp2" 11 >"$T/out" && echo "ok: single checkpoint resumes in tp2fsdp2dp2" \
+  || { echo "FAIL: single -> tp2fsdp2dp2"; cat "$T/out"; fail=1; }
+train untied single 1 1 1 1 "$T/re/tp2fsdp2dp2-to-single" --resume-from-checkpoint "$T/untied/tp2fsdp2dp2/checkpoint-10" >"$T/out" 2>&1 \
+  && parity "$T/untied/single" "$T/re/tp2fsdp2dp2-to-single" 11 >"$T/out" && echo "ok: tp2fsdp2dp2 checkpoint resumes in single" \
+  || { echo "FAIL: tp2fsdp2dp2 -> single"; cat "$T/out"; fail=1; }
+
 # the tied embedding (vocabulary-parallel lm_head = embedding, gathered twice under FSDP)
 train tied tp2fsdp2 4 2 2 1 "$T/tied/tp2fsdp2" --save-steps 10 >"$T/out" 2>&1 || { echo "FAIL: tied tp2fsdp2"; cat "$T/out"; fail=1; }
 if parity "$T/tied/single" "$T/tied/tp2fsdp2" >"$T/out"; then echo "ok: tied tp2fsdp2 parity"; else echo "FAIL: tied tp2fsdp2 parity"; cat "$T/out"; fail=1; fi
@@ -94,7 +105,7 @@ assert all(x["state_bytes_per_rank"] > 0 for x in r)
 print("metrics ok")' "$T/untied/tp2fsdp2/metrics.jsonl"
 
 # topo's prediction = the bytes counted by the MPI layer, every step, every layout
-for l in $LAYOUTS; do
+for l in $LAYOUTS $L3; do
   IFS=: read -r name np tp fsdp dp <<<"$l"
   B=$((GLOBAL / ACC / (fsdp * dp)))
   "$PORTATRAIN" topo --world "$np" --tp "$tp" --fsdp "$fsdp" --dp "$dp" --model "$T/init_untied" \
