@@ -1002,6 +1002,7 @@ pt_backend *pt_backend_cpu_create(void) {
     cpu_impl *im = pt_calloc(1, sizeof *im);
     be->impl = im;
     be->name = "cpu";
+    be->host_memory = true;  // plain host allocations: checkpoints and collectives use them in place
     const char *gm = getenv("PT_CPU_GEMM");
     im->gemm_openblas = gm && !strcmp(gm, "openblas");
     im->profile = env_int("PT_CPU_PROFILE", 0, 0, 1);
