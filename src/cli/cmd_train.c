@@ -45,6 +45,9 @@ static void help(void) {
            "                                     none given, data parallel over all ranks). The batch flag stays\n"
            "                                     per device: the global batch is batch x accumulation x fsdp x dp\n"
            "  --mesh-order LIST                  rank placement, innermost dimension first (tp,fsdp,dp)\n"
+           "  --activation-checkpointing P       none (default) | full (each layer recomputed in backward) |\n"
+           "                                     selective[:every=N] (every Nth layer, 2) | op (keep matmul and\n"
+           "                                     attention outputs, recompute norms, RoPE, SwiGLU); same results\n"
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
@@ -139,6 +142,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--fsdp")) a.fsdp = (int)argp_int(&p);
         else if (!strcmp(o, "--dp")) a.dp = (int)argp_int(&p);
         else if (!strcmp(o, "--mesh-order")) a.mesh_order = argp_value(&p);
+        else if (!strcmp(o, "--activation-checkpointing")) a.activation_checkpointing = argp_value(&p);
         else if (!strcmp(o, "--shuffle")) a.shuffle = true;
         else if (!strcmp(o, "--data-mode")) {
             const char *v = argp_value(&p);

@@ -89,6 +89,25 @@ int qwen3_create_layout(qwen3_model *m, const qwen3_config *cfg, pt_backend *be)
 
 int qwen3_num_units(const qwen3_model *m) { return m->cfg.num_hidden_layers + 2; }
 
+int qwen3_set_activation_checkpointing(qwen3_model *m, int policy, int every) {
+    if (m->act_memory) {
+        pt_set_error("activation checkpointing must be chosen before the activations are allocated");
+        return -1;
+    }
+    m->ac_policy = policy;
+    m->ac_every = every > 0 ? every : 1;
+    return 0;
+}
+
+int qwen3_layer_ac_mode(const qwen3_model *m, int layer) {
+    switch (m->ac_policy) {
+    case QWEN3_AC_FULL: return QWEN3_AC_FULL;
+    case QWEN3_AC_OP: return QWEN3_AC_OP;
+    case QWEN3_AC_SELECTIVE: return (layer + 1) % m->ac_every == 0 ? QWEN3_AC_FULL : QWEN3_AC_NONE;
+    default: return QWEN3_AC_NONE;
+    }
+}
+
 int qwen3_tensor_unit(const qwen3_model *m, const qwen3_param_info *t) {
     if (t->layer >= 0) return t->layer + 1;
     return !strcmp(t->name, "model.embed_tokens.weight") ? 0 : m->cfg.num_hidden_layers + 1;
@@ -224,31 +243,91 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     const size_t S = be->attention_saved_floats(be, B, T, (int)H, (int)D);
     const int L = c->num_hidden_layers;
 #define ALIGN16(x) (((x) + 15) & ~(size_t)15)
-    m->act_bytes = qwen3_activation_bytes(c, B, T, S);
-    m->act_memory = be->alloc(be, m->act_bytes);
-    real_t *cur = m->act_memory;
-#define TAKE(n) (cur += ALIGN16(n), cur - ALIGN16(n))
+    // Two passes over the same carving: the first only measures (the
+    // pointers it hands out are never used).
+    uintptr_t base = 0;
+    size_t used = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            m->act_bytes = used * sizeof(real_t);
+            m->act_memory = be->alloc(be, m->act_bytes);
+            free(m->acts);
+            base = (uintptr_t)m->act_memory;
+            used = 0;
+        }
+#define TAKE(n) (used += ALIGN16(n), (real_t *)(base + sizeof(real_t) * (used - ALIGN16(n))))
     m->acts = pt_calloc(L, sizeof(qwen3_layer_acts));
+    // Layers whose activations are recomputed in backward share one set of
+    // buffers (`rc`); only what their policy keeps is per layer.
+    qwen3_layer_acts rc;
+    memset(&rc, 0, sizeof rc);
+    int any_full = 0, any_op = 0;
+    for (int l = 0; l < L; l++) {
+        any_full |= qwen3_layer_ac_mode(m, l) == QWEN3_AC_FULL;
+        any_op |= qwen3_layer_ac_mode(m, l) == QWEN3_AC_OP;
+    }
+    if (any_full || any_op) {  // what OP recomputes
+        rc.ln1 = TAKE(N * C);
+        rc.q = TAKE(N * QD);
+        rc.k = TAKE(N * KD);
+        rc.ln2 = TAKE(N * C);
+        rc.act = TAKE(N * I);
+    }
+    if (any_full) {  // and the rest of a layer
+        rc.ln1_rstd = TAKE(N);
+        rc.q_raw = TAKE(N * QD);
+        rc.k_raw = TAKE(N * KD);
+        rc.q_rstd = TAKE(N * H);
+        rc.k_rstd = TAKE(N * KV);
+        rc.v = TAKE(N * KD);
+        rc.att_saved = TAKE(S);
+        rc.att_out = TAKE(N * QD);
+        rc.res_mid = TAKE(N * C);
+        rc.ln2_rstd = TAKE(N);
+        rc.gate = TAKE(N * I);
+        rc.up = TAKE(N * I);
+    }
     for (int l = 0; l < L; l++) {
         qwen3_layer_acts *a = &m->acts[l];
-        a->res_in = TAKE(N * C);
-        a->ln1 = TAKE(N * C);
-        a->ln1_rstd = TAKE(N);
-        a->q_raw = TAKE(N * QD);
-        a->k_raw = TAKE(N * KD);
-        a->q_rstd = TAKE(N * H);
-        a->k_rstd = TAKE(N * KV);
-        a->q = TAKE(N * QD);
-        a->k = TAKE(N * KD);
-        a->v = TAKE(N * KD);
-        a->att_saved = TAKE(S);
-        a->att_out = TAKE(N * QD);
-        a->res_mid = TAKE(N * C);
-        a->ln2 = TAKE(N * C);
-        a->ln2_rstd = TAKE(N);
-        a->gate = TAKE(N * I);
-        a->up = TAKE(N * I);
-        a->act = TAKE(N * I);
+        const int mode = qwen3_layer_ac_mode(m, l);
+        if (mode == QWEN3_AC_NONE) {
+            a->res_in = TAKE(N * C);
+            a->ln1 = TAKE(N * C);
+            a->ln1_rstd = TAKE(N);
+            a->q_raw = TAKE(N * QD);
+            a->k_raw = TAKE(N * KD);
+            a->q_rstd = TAKE(N * H);
+            a->k_rstd = TAKE(N * KV);
+            a->q = TAKE(N * QD);
+            a->k = TAKE(N * KD);
+            a->v = TAKE(N * KD);
+            a->att_saved = TAKE(S);
+            a->att_out = TAKE(N * QD);
+            a->res_mid = TAKE(N * C);
+            a->ln2 = TAKE(N * C);
+            a->ln2_rstd = TAKE(N);
+            a->gate = TAKE(N * I);
+            a->up = TAKE(N * I);
+            a->act = TAKE(N * I);
+        } else if (mode == QWEN3_AC_FULL) {  // only the layer input
+            *a = rc;
+            a->res_in = TAKE(N * C);
+        } else {  // QWEN3_AC_OP: matmul outputs and attention results; norms, RoPE, SwiGLU recomputed
+            *a = rc;
+            a->res_in = TAKE(N * C);
+            a->ln1_rstd = TAKE(N);
+            a->q_raw = TAKE(N * QD);
+            a->k_raw = TAKE(N * KD);
+            a->q_rstd = TAKE(N * H);
+            a->k_rstd = TAKE(N * KV);
+            a->v = TAKE(N * KD);
+            a->att_saved = TAKE(S);
+            a->att_out = TAKE(N * QD);
+            a->res_mid = TAKE(N * C);
+            a->ln2_rstd = TAKE(N);
+            a->gate = TAKE(N * I);
+            a->up = TAKE(N * I);
+        }
     }
     m->res_final = TAKE(N * C);
     m->lnf = TAKE(N * C);
@@ -266,6 +345,7 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     m->d_gate = TAKE(N * I);
     m->d_up = TAKE(N * I);
     m->d_act = TAKE(N * I);
+    }
 #undef TAKE
 #undef ALIGN16
     m->ids = be->alloc(be, sizeof(int32_t) * N);
@@ -321,42 +401,73 @@ static void lm_head_xent(qwen3_model *m, double *loss_sum, real_t *dinp, real_t 
         be->lm_head_xent(be, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
 }
 
-// Shared forward up to the final norm (output in m->lnf).
-static void forward_trunk(qwen3_model *m, int B, int T) {
+// One decoder layer forward: res_out = layer(a->res_in). With `for_backward`
+// (recomputing a checkpointed layer) it stops after SwiGLU: backward needs no
+// down_proj output.
+static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, int for_backward) {
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
     const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
               KV = c->num_key_value_heads, D = c->head_dim;
+    const float eps = (float)c->rms_norm_eps;
+    qwen3_layer_acts *a = &m->acts[l];
+    const qwen3_layer_params *p = &m->layers[l];
+    // attention block
+    be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
+    be->matmul_forward(be, a->q_raw, a->ln1, p->q, N, C, H * D);
+    be->matmul_forward(be, a->k_raw, a->ln1, p->k, N, C, KV * D);
+    be->matmul_forward(be, a->v, a->ln1, p->v, N, C, KV * D);
+    be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
+    be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
+    be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
+    be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
+    be->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
+    be->matmul_forward(be, a->res_mid, a->att_out, p->o, N, H * D, C);
+    tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
+    be->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
+    // MLP block
+    be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
+    be->matmul_forward(be, a->gate, a->ln2, p->gate, N, C, I);
+    be->matmul_forward(be, a->up, a->ln2, p->up, N, C, I);
+    be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
+    if (for_backward) return;
+    be->matmul_forward(be, res_out, a->act, p->down, N, I, C);
+    tp_allreduce(m, res_out, (size_t)N * C);  // down_proj is row-parallel
+    be->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+}
+
+// QWEN3_AC_OP: the element-wise results dropped in forward, again from the
+// kept matmul outputs (the same kernels on the same inputs: bitwise equal).
+static void layer_recompute_cheap(qwen3_model *m, int l, int B, int T) {
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
+              KV = c->num_key_value_heads, D = c->head_dim;
+    const float eps = (float)c->rms_norm_eps;
+    qwen3_layer_acts *a = &m->acts[l];
+    const qwen3_layer_params *p = &m->layers[l];
+    be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
+    be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
+    be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
+    be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
+    be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
+    be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
+    be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
+}
+
+// Shared forward up to the final norm (output in m->lnf).
+static void forward_trunk(qwen3_model *m, int B, int T) {
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int N = B * T, C = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
     gather(m, 0);
     be->embedding_forward(be, m->acts[0].res_in, m->ids, m->embed, N, C);
     tp_allreduce(m, m->acts[0].res_in, (size_t)N * C);  // each rank looked up its vocabulary rows
     for (int l = 0; l < c->num_hidden_layers; l++) {
         gather(m, l + 1);
-        qwen3_layer_acts *a = &m->acts[l];
-        const qwen3_layer_params *p = &m->layers[l];
         real_t *res_out = l + 1 < c->num_hidden_layers ? m->acts[l + 1].res_in : m->res_final;
-        // attention block
-        be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
-        be->matmul_forward(be, a->q_raw, a->ln1, p->q, N, C, H * D);
-        be->matmul_forward(be, a->k_raw, a->ln1, p->k, N, C, KV * D);
-        be->matmul_forward(be, a->v, a->ln1, p->v, N, C, KV * D);
-        be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
-        be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
-        be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
-        be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
-        be->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
-        be->matmul_forward(be, a->res_mid, a->att_out, p->o, N, H * D, C);
-        tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
-        be->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
-        // MLP block
-        be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
-        be->matmul_forward(be, a->gate, a->ln2, p->gate, N, C, I);
-        be->matmul_forward(be, a->up, a->ln2, p->up, N, C, I);
-        be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
-        be->matmul_forward(be, res_out, a->act, p->down, N, I, C);
-        tp_allreduce(m, res_out, (size_t)N * C);  // down_proj is row-parallel
-        be->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+        layer_forward(m, l, B, T, res_out, 0);
     }
     gather(m, c->num_hidden_layers + 1);
     be->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
@@ -436,6 +547,9 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
     grads_ready(m, c->num_hidden_layers + 1);
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         gather(m, l + 1);
+        const int ac = qwen3_layer_ac_mode(m, l);
+        if (ac == QWEN3_AC_FULL) layer_forward(m, l, B, T, NULL, 1);
+        else if (ac == QWEN3_AC_OP) layer_recompute_cheap(m, l, B, T);
         const qwen3_layer_acts *a = &m->acts[l];
         const qwen3_layer_params *p = &m->layers[l];
         const qwen3_layer_params *dp = &m->dlayers[l];

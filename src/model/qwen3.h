@@ -100,7 +100,20 @@ struct qwen3_model {
     real_t *act_memory;           // the single activation allocation
     size_t act_bytes;
     int32_t *host_ids, *host_targets;  // [N] host scratch: ids mapped into the vocabulary shard
+    int ac_policy, ac_every;      // activation checkpointing (qwen3_set_activation_checkpointing)
 };
+
+// Activation checkpointing policies. FULL: a layer keeps only its input and is
+// recomputed in backward; SELECTIVE: every Nth layer (layers N-1, 2N-1, ...)
+// is FULL, the others keep everything; OP: a layer keeps its matmul outputs and
+// attention results, and the norms, RoPE and SwiGLU are recomputed. The
+// recomputation runs the same kernels on the same inputs, so results are
+// bitwise those of NONE.
+enum { QWEN3_AC_NONE = 0, QWEN3_AC_FULL = 1, QWEN3_AC_SELECTIVE = 2, QWEN3_AC_OP = 3 };
+struct qwen3_model;
+int qwen3_set_activation_checkpointing(struct qwen3_model *m, int policy, int every);
+// The policy that applies to one layer (NONE, FULL or OP).
+int qwen3_layer_ac_mode(const struct qwen3_model *m, int layer);
 
 // Builds the parameter layout and allocates parameters (zeroed) on `be`.
 int qwen3_create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be);

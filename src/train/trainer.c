@@ -73,6 +73,8 @@ static cJSON *args_json(const pt_train_args *a) {
     if (a->save_steps == PT_SAVE_STEPS_AUTO) cJSON_AddStringToObject(r, "save_steps", "auto");
     else cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
     if (a->mtbf_hours > 0) cJSON_AddNumberToObject(r, "mtbf_hours", a->mtbf_hours);
+    if (a->activation_checkpointing)
+        cJSON_AddStringToObject(r, "activation_checkpointing", a->activation_checkpointing);
     cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
     cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
     static const char *const pol[] = {"stop", "skip", "rollback"};
@@ -123,6 +125,30 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
     if (*sched == LR_CONSTANT && a->warmup_steps > 0)
         pt_warn("--lr-scheduler-type constant ignores --warmup-steps (as in Hugging Face); use constant_with_warmup");
     return 0;
+}
+
+// --activation-checkpointing none|full|selective[:every=N]|op
+static int parse_ac(const char *s, int *policy, int *every) {
+    *policy = QWEN3_AC_NONE;
+    *every = 1;
+    if (!s || !strcmp(s, "none")) return 0;
+    if (!strcmp(s, "full")) { *policy = QWEN3_AC_FULL; return 0; }
+    if (!strcmp(s, "op")) { *policy = QWEN3_AC_OP; return 0; }
+    if (!strncmp(s, "selective", 9)) {
+        *policy = QWEN3_AC_SELECTIVE;
+        *every = 2;  // TorchTitan's default layer frequency
+        if (!s[9]) return 0;
+        char *end;
+        if (!strncmp(s + 9, ":every=", 7)) {
+            long n = strtol(s + 16, &end, 10);
+            if (end != s + 16 && !*end && n >= 1 && n <= 1000000) {
+                *every = (int)n;
+                return 0;
+            }
+        }
+    }
+    pt_set_error("--activation-checkpointing '%s': want none, full, selective[:every=N] (N >= 1) or op", s);
+    return -1;
 }
 
 static void fmt_eta(double s, char *buf, size_t n) {
@@ -489,6 +515,12 @@ int pt_train(const pt_train_args *a) {
         qwen3_alloc_grads(mdl);
         pt_adamw_init(&opt, mdl);
     }
+    {
+        int acp, ace;
+        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0 ||
+            qwen3_set_activation_checkpointing(mdl, acp, ace) != 0)
+            goto setup_done;
+    }
     if (qwen3_alloc_activations(mdl, B, T) != 0) goto setup_done;
     snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
     setup_ok = 1;
@@ -710,7 +742,9 @@ setup_done:
                           "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
                           step + 1, jnum(lb, loss), jnum(gb, gnorm), lr, tokens, dt, tokens / dt,
                           flops_tok * tokens / dt);
-        rl += snprintf(rec + rl, sizeof rec - rl, ", \"batch_fingerprint\": \"%016llx\"", (unsigned long long)batch_fp);
+        rl += snprintf(rec + rl, sizeof rec - rl, ", \"batch_fingerprint\": \"%016llx\", \"activation_bytes\": %zu",
+                       (unsigned long long)batch_fp, mdl->act_bytes);
+        if (!P) rl += snprintf(rec + rl, sizeof rec - rl, ", \"peak_rss_mib\": %.1f", rss_peak_mib());
         if (P) {  // communication of this rank (rank 0's; the layout is symmetric) and memory of every rank
             pt_comm_stats cs1;
             pt_comm_get_stats(&cs1);

@@ -38,6 +38,7 @@ typedef struct {
     // with none given, plain data parallel over the world.
     int tp, fsdp, dp;
     const char *mesh_order;   // "tp,fsdp,dp" (innermost first, the default)
+    const char *activation_checkpointing;  // none (default) | full | selective[:every=N] | op
 } pt_train_args;
 
 enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
