@@ -91,6 +91,12 @@ train untied single 1 1 1 1 "$T/re/tp2fsdp2dp2-to-single" --resume-from-checkpoi
 # the tied embedding (vocabulary-parallel lm_head = embedding, gathered twice under FSDP)
 train tied tp2fsdp2 4 2 2 1 "$T/tied/tp2fsdp2" --save-steps 10 >"$T/out" 2>&1 || { echo "FAIL: tied tp2fsdp2"; cat "$T/out"; fail=1; }
 if parity "$T/tied/single" "$T/tied/tp2fsdp2" >"$T/out"; then echo "ok: tied tp2fsdp2 parity"; else echo "FAIL: tied tp2fsdp2 parity"; cat "$T/out"; fail=1; fi
+# activation checkpointing under TP x FSDP (the recomputation re-gathers nothing and repeats the TP
+# all-reduce of o_proj): bitwise the same final weights as without
+for p in none full; do
+  train untied tp2fsdp2 4 2 2 1 "$T/ac-$p" --activation-checkpointing $p --max-steps 6 >"$T/out" 2>&1 || { echo "FAIL: ac $p"; cat "$T/out"; fail=1; }
+done
+check 0 "bitwise" -- sh -c "cmp '$T/ac-none/model.safetensors' '$T/ac-full/model.safetensors' && echo bitwise"
 # the final model directory is the whole model, the same as the single process's (within parity)
 check 0 "" -- "$PORTATRAIN" eval --model "$T/untied/tp2fsdp2" --data "$data" --seq-len 16 --max-batches 2
 
