@@ -21,6 +21,7 @@ static const command commands[] = {
     {"compare", cmd_compare, "compare two runs (or run logs) and give a convergence verdict"},
     {"accept", cmd_accept, "acceptance suite: baseline vs candidate platform, portability, recovery, cost"},
     {"report", cmd_report, "render a report.json into report.html and report.md"},
+    {"devices", cmd_devices, "list the backends and devices this build can use (--backend values)"},
 };
 
 static void usage(FILE *f) {
