@@ -555,8 +555,26 @@ int main(void) {
     check_embedding();
     check_xent(300, 40, 3000);
     check_xent(7, 64, 100);
-    printf("kernels: worst relative-to-max error %.3e\n", worst_kernel);
     ocl->free(ocl, arena);
+    {  // the local-memory tiled GEMM (PT_OPENCL_GEMM=tiled) on the same shapes, odd tiles
+        setenv("PT_OPENCL_GEMM", "tiled", 1);
+        setenv("PT_OPENCL_GEMM_TILE", "16,32,8,2,4", 1);
+        pt_backend *fast = ocl;
+        ocl = pt_backend_create("opencl");
+        CHECK(ocl != NULL, "opencl with the tiled GEMM: %s", pt_last_error());
+        if (ocl) {
+            arena = ocl->alloc(ocl, arena_cap);
+            check_matmul(37, 70, 130);
+            check_matmul(1, 5, 3);
+            check_xent(300, 40, 3000);
+            ocl->free(ocl, arena);
+            pt_backend_destroy(ocl);
+        }
+        ocl = fast;
+        unsetenv("PT_OPENCL_GEMM");
+        unsetenv("PT_OPENCL_GEMM_TILE");
+    }
+    printf("kernels: worst relative-to-max error %.3e\n", worst_kernel);
 
     char *tied = test_source_path("tests/fixtures/golden/tied");
     char *untied = test_source_path("tests/fixtures/golden/untied");

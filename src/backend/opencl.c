@@ -73,7 +73,8 @@ typedef struct {
     char cache_dir[4096];  // "" = cache disabled
     int tm, tn, tk, rm, rn;
     cl_program base;
-    cl_kernel k_gemm, k_emb_fwd, k_emb_bwd, k_rms_fwd, k_rms_bwd_dinp, k_rms_bwd_dw, k_swiglu_fwd,
+    bool tiled_gemm;  // PT_OPENCL_GEMM=tiled: the local-memory kernel for every layout
+    cl_kernel k_gemm, k_gemm_nt, k_gemm_nn_tn, k_emb_fwd, k_emb_bwd, k_rms_fwd, k_rms_bwd_dinp, k_rms_bwd_dw, k_swiglu_fwd,
         k_swiglu_bwd, k_add, k_scale, k_adamw, k_sumsq, k_xent;
     ocl_variant *vars;
     int nvars;
@@ -258,6 +259,23 @@ static void launch1(ocl *o, cl_kernel k, size_t n, size_t local) {
 static void gemm(ocl *o, int M, int N, int K, cl_mem Am, size_t Ao, int a_sm, int a_sk, cl_mem Bm, size_t Bo,
                  int b_sk, int b_sn, cl_mem Cm, size_t Co, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
+    // register-blocked kernels for the three layouts the backend uses, unless
+    // the local-memory tiled kernel is asked for (PT_OPENCL_GEMM=tiled)
+    const bool nt = a_sk == 1 && b_sk == 1, nn = a_sk == 1 && b_sn == 1, tn = a_sm == 1 && b_sn == 1;
+    if (!o->tiled_gemm && (nt || nn || tn)) {
+        cl_kernel k = nt ? o->k_gemm_nt : o->k_gemm_nn_tn;
+        argl a = {k, 0, o};
+        a_int(&a, M); a_int(&a, N); a_int(&a, K);
+        a_mem(&a, Am); a_ulong(&a, Ao); a_int(&a, nt || nn ? a_sm : a_sk);
+        a_mem(&a, Bm); a_ulong(&a, Bo); a_int(&a, nt ? b_sn : b_sk);
+        a_mem(&a, Cm); a_ulong(&a, Co); a_int(&a, ldc); a_int(&a, accumulate);
+        if (!nt) a_int(&a, tn && !nn);
+        const int bn = nt ? 4 : 8;
+        const int bm = nt ? 4 : 8;
+        size_t global[2] = {(size_t)(N + bn - 1) / bn, (size_t)(M + bm - 1) / bm};
+        ck(clEnqueueNDRangeKernel(o->queue, k, 2, NULL, global, NULL, 0, NULL, NULL), "clEnqueueNDRangeKernel (gemm)");
+        return;
+    }
     argl a = {o->k_gemm, 0, o};
     a_int(&a, M); a_int(&a, N); a_int(&a, K);
     a_mem(&a, Am); a_ulong(&a, Ao); a_int(&a, a_sm); a_int(&a, a_sk);
@@ -640,7 +658,7 @@ static void ocl_destroy(pt_backend *be) {
         clReleaseProgram(v->prog);
     }
     free(o->vars);
-    cl_kernel ks[] = {o->k_gemm, o->k_emb_fwd, o->k_emb_bwd, o->k_rms_fwd, o->k_rms_bwd_dinp, o->k_rms_bwd_dw,
+    cl_kernel ks[] = {o->k_gemm, o->k_gemm_nt, o->k_gemm_nn_tn, o->k_emb_fwd, o->k_emb_bwd, o->k_rms_fwd, o->k_rms_bwd_dinp, o->k_rms_bwd_dw,
                       o->k_swiglu_fwd, o->k_swiglu_bwd, o->k_add, o->k_scale, o->k_adamw, o->k_sumsq, o->k_xent};
     for (size_t i = 0; i < PT_ARRAY_LEN(ks); i++)
         if (ks[i]) clReleaseKernel(ks[i]);
@@ -823,6 +841,10 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
         return NULL;
     }
     o->k_gemm = kernel(o->base, "gemm");
+    o->k_gemm_nt = kernel(o->base, "gemm_nt");
+    o->k_gemm_nn_tn = kernel(o->base, "gemm_nn_tn");
+    const char *gk = getenv("PT_OPENCL_GEMM");
+    o->tiled_gemm = gk && !strcmp(gk, "tiled");
     o->k_emb_fwd = kernel(o->base, "embedding_forward");
     o->k_emb_bwd = kernel(o->base, "embedding_backward");
     o->k_rms_fwd = kernel(o->base, "rmsnorm_forward");

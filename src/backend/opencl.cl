@@ -72,6 +72,100 @@ void gemm(int M, int N, int K,
     }
 }
 
+// Register-blocked GEMMs without local memory, one per layout, for devices
+// where local memory is no faster than cache (CPUs: PoCL). Each work-item
+// computes a 4 x 4 (NT) or 8 x 8 (NN, TN) block, float4 along the contiguous
+// dimension. k order is fixed per output (NT: 4 interleaved partial sums
+// added as (x+y)+(z+w), then the tail; NN/TN: sequential).
+// NT: C[m,n] (+)= sum_k A[m*lda+k] B[n*ldb+k]          (x w^T)
+__kernel void gemm_nt(int M, int N, int K, __global const float *A, ulong A_o, int lda, __global const float *B,
+                      ulong B_o, int ldb, __global float *Cm, ulong C_o, int ldc, int accumulate) {
+    const int n0 = get_global_id(0) * 4, m0 = get_global_id(1) * 4;
+    if (m0 >= M || n0 >= N) return;
+    A += A_o;
+    B += B_o;
+    Cm += C_o;
+    __global const float *ar[4], *br[4];
+    for (int r = 0; r < 4; r++) ar[r] = A + (size_t)min(m0 + r, M - 1) * lda;  // clamped rows: computed, not stored
+    for (int c = 0; c < 4; c++) br[c] = B + (size_t)min(n0 + c, N - 1) * ldb;
+    float4 acc[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) acc[r][c] = (float4)(0.0f);
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        float4 a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = vload4(0, ar[r] + k);
+        for (int c = 0; c < 4; c++) b[c] = vload4(0, br[c] + k);
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) acc[r][c] += a[r] * b[c];
+    }
+    for (int r = 0; r < 4; r++) {
+        const int m = m0 + r;
+        if (m >= M) break;
+        for (int c = 0; c < 4; c++) {
+            const int n = n0 + c;
+            if (n >= N) break;
+            float s = (acc[r][c].x + acc[r][c].y) + (acc[r][c].z + acc[r][c].w);
+            for (int kk = k; kk < K; kk++) s += ar[r][kk] * br[c][kk];
+            __global float *o = Cm + (size_t)m * ldc + n;
+            *o = accumulate ? *o + s : s;
+        }
+    }
+}
+
+// NN: C[m,n] (+)= sum_k A[m*lda+k] B[k*ldb+n]          (g w)
+// TN: C[m,n] (+)= sum_k A[k*lda+m] B[k*ldb+n]          (g^T x)
+// 8 x 8 blocks (each B row segment is reused by 8 rows: on a CPU the long-K
+// products are bound by re-reading B). Edge blocks take the scalar path, in
+// the same k order.
+__kernel void gemm_nn_tn(int M, int N, int K, __global const float *A, ulong A_o, int lda, __global const float *B,
+                         ulong B_o, int ldb, __global float *Cm, ulong C_o, int ldc, int accumulate, int a_trans) {
+    const int n0 = get_global_id(0) * 8, m0 = get_global_id(1) * 8;
+    if (m0 >= M || n0 >= N) return;
+    A += A_o;
+    B += B_o;
+    Cm += C_o;
+    float sc[8][8];
+    if (n0 + 8 <= N && m0 + 8 <= M) {
+        float4 acc[8][2];
+        for (int r = 0; r < 8; r++) acc[r][0] = acc[r][1] = (float4)(0.0f);
+        for (int k = 0; k < K; k++) {
+            __global const float *bk = B + (size_t)k * ldb + n0;
+            const float4 b0 = vload4(0, bk), b1 = vload4(1, bk);
+            float a[8];
+            if (a_trans) {
+                __global const float *ak = A + (size_t)k * lda + m0;
+                const float4 a0 = vload4(0, ak), a1 = vload4(1, ak);
+                a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w;
+                a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
+            } else {
+                for (int r = 0; r < 8; r++) a[r] = A[(size_t)(m0 + r) * lda + k];
+            }
+            for (int r = 0; r < 8; r++) {
+                acc[r][0] += a[r] * b0;
+                acc[r][1] += a[r] * b1;
+            }
+        }
+        for (int r = 0; r < 8; r++) {
+            vstore4(acc[r][0], 0, sc[r]);
+            vstore4(acc[r][1], 1, sc[r]);
+        }
+    } else {
+        for (int r = 0; r < 8; r++)
+            for (int c = 0; c < 8; c++) sc[r][c] = 0.0f;
+        for (int k = 0; k < K; k++)
+            for (int r = 0; r < 8 && m0 + r < M; r++) {
+                const float a = a_trans ? A[(size_t)k * lda + m0 + r] : A[(size_t)(m0 + r) * lda + k];
+                for (int c = 0; c < 8 && n0 + c < N; c++) sc[r][c] += a * B[(size_t)k * ldb + n0 + c];
+            }
+    }
+    for (int r = 0; r < 8 && m0 + r < M; r++)
+        for (int c = 0; c < 8 && n0 + c < N; c++) {
+            __global float *o = Cm + (size_t)(m0 + r) * ldc + n0 + c;
+            *o = accumulate ? *o + sc[r][c] : sc[r][c];
+        }
+}
+
 // ------------------------------------------------------------ embedding
 // out[n,:] = wte[ids[n],:]; an id < 0 (token outside this vocabulary shard)
 // gives a zero row. One work-item per element.

@@ -976,6 +976,14 @@ static cJSON *run_identity(const run_t *r, const char *cpu, int threads) {
     cJSON_AddStringToObject(j, "precision", r->pl->precision);
     cJSON_AddStringToObject(j, "layout", lay);
     cJSON_AddNumberToObject(j, "steps", r->m.n ? (double)r->m.rows[r->m.n - 1].step : 0);
+    // run-time kernel compilation (device backends: manifest platform.compile)
+    char *mp = pt_path_join(r->dir, "manifest.json");
+    cJSON *man = pt_file_exists(mp) ? pt_json_parse_file(mp) : NULL;
+    pt_clear_error();
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "platform"), "compile");
+    if (cJSON_IsObject(comp)) cJSON_AddItemToObject(j, "compile", cJSON_Duplicate(comp, 1));
+    cJSON_Delete(man);
+    free(mp);
     return j;
 }
 
