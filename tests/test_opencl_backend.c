@@ -3,6 +3,8 @@
 // - every kernel on odd shapes, its inputs and outputs placed at odd offsets
 //   inside one device allocation (the pointer -> (cl_mem, offset) mapping),
 //   with ACCUMULATE / OVERWRITE semantics checked by non-zero initial outputs;
+//   all three GEMM paths (register-blocked, split-K for long reductions, the
+//   local-memory tiled kernel with odd tile sizes);
 //   embedding ids < 0 (zero row forward, skipped backward);
 // - whole-model parity on the golden fixtures: step-0 loss within 1e-5
 //   relative, every gradient tensor within 1e-4 of its max magnitude;
@@ -544,6 +546,7 @@ int main(void) {
     check_matmul(37, 70, 130);
     check_matmul(64, 200, 1500);
     check_matmul(1, 5, 3);
+    check_matmul(20, 24, 5000);  // dinp: K = 5000, the split-K path
     check_rmsnorm(50, 72);
     check_rmsnorm(1000, 24);
     check_rope(2, 19, 3, 24);
@@ -555,6 +558,7 @@ int main(void) {
     check_embedding();
     check_xent(300, 40, 3000);
     check_xent(7, 64, 100);
+    check_xent(40, 24, 9000);  // the dinp product of K = V = 9000 takes the split-K path
     ocl->free(ocl, arena);
     {  // the local-memory tiled GEMM (PT_OPENCL_GEMM=tiled) on the same shapes, odd tiles
         setenv("PT_OPENCL_GEMM", "tiled", 1);

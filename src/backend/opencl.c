@@ -46,6 +46,7 @@
 #define DEF_TK 16
 #define DEF_RM 4
 #define DEF_RN 4
+#define SPLIT_K 2048  // K slice of long NN products (see gemm)
 #define XWG 64    // cross-entropy row work-group
 #define SWG 256   // sum-of-squares work-group (blocks of SWG*16 elements)
 #define XENT_MAX_LOGITS (16u << 20)  // floats in one chunk's logits buffer (64 MiB)
@@ -74,15 +75,15 @@ typedef struct {
     int tm, tn, tk, rm, rn;
     cl_program base;
     bool tiled_gemm;  // PT_OPENCL_GEMM=tiled: the local-memory kernel for every layout
-    cl_kernel k_gemm, k_gemm_nt, k_gemm_nn_tn, k_emb_fwd, k_emb_bwd, k_rms_fwd, k_rms_bwd_dinp, k_rms_bwd_dw, k_swiglu_fwd,
+    cl_kernel k_gemm, k_gemm_nt, k_gemm_nn_tn, k_sum_slices, k_emb_fwd, k_emb_bwd, k_rms_fwd, k_rms_bwd_dinp, k_rms_bwd_dw, k_swiglu_fwd,
         k_swiglu_bwd, k_add, k_scale, k_adamw, k_sumsq, k_xent;
     ocl_variant *vars;
     int nvars;
     ocl_alloc *allocs;
     int nallocs, cap_allocs;
     // scratch buffers (not in the alloc table), grown on demand
-    cl_mem xent_logits, xent_loss, rowdot, partial;
-    size_t xent_logits_n, xent_loss_n, rowdot_n, partial_n;
+    cl_mem xent_logits, xent_loss, rowdot, partial, splitk;
+    size_t xent_logits_n, xent_loss_n, rowdot_n, partial_n, splitk_n;
     pt_compile_stats stats;
 } ocl;
 
@@ -262,6 +263,23 @@ static void gemm(ocl *o, int M, int N, int K, cl_mem Am, size_t Ao, int a_sm, in
     // register-blocked kernels for the three layouts the backend uses, unless
     // the local-memory tiled kernel is asked for (PT_OPENCL_GEMM=tiled)
     const bool nt = a_sk == 1 && b_sk == 1, nn = a_sk == 1 && b_sn == 1, tn = a_sm == 1 && b_sn == 1;
+    if (!o->tiled_gemm && nn && K >= 2 * SPLIT_K) {
+        // A long reduction (lm_head backward: K = vocabulary): slices of
+        // SPLIT_K into partial products (each slice of B stays in cache while
+        // every row block passes over it), then added in slice order.
+        const int S = (K + SPLIT_K - 1) / SPLIT_K;
+        cl_mem part = scratch(o, &o->splitk, &o->splitk_n, (size_t)S * M * N);
+        for (int s = 0; s < S; s++) {
+            const int k0 = s * SPLIT_K, kn = PT_MIN(SPLIT_K, K - k0);
+            gemm(o, M, N, kn, Am, Ao + (size_t)k0, a_sm, 1, Bm, Bo + (size_t)k0 * b_sk, b_sk, 1, part,
+                 (size_t)s * M * N, N, 0);
+        }
+        argl a = {o->k_sum_slices, 0, o};
+        a_mem(&a, Cm); a_ulong(&a, Co); a_int(&a, ldc); a_mem(&a, part); a_int(&a, S); a_int(&a, M); a_int(&a, N);
+        a_int(&a, accumulate);
+        launch1(o, o->k_sum_slices, (size_t)M * N, 64);
+        return;
+    }
     if (!o->tiled_gemm && (nt || nn || tn)) {
         cl_kernel k = nt ? o->k_gemm_nt : o->k_gemm_nn_tn;
         argl a = {k, 0, o};
@@ -648,7 +666,7 @@ static void ocl_destroy(pt_backend *be) {
         munmap((void *)o->allocs[i].base, o->allocs[i].bytes);
     }
     free(o->allocs);
-    cl_mem sc[] = {o->xent_logits, o->xent_loss, o->rowdot, o->partial};
+    cl_mem sc[] = {o->xent_logits, o->xent_loss, o->rowdot, o->partial, o->splitk};
     for (size_t i = 0; i < PT_ARRAY_LEN(sc); i++)
         if (sc[i]) clReleaseMemObject(sc[i]);
     for (int i = 0; i < o->nvars; i++) {
@@ -658,7 +676,7 @@ static void ocl_destroy(pt_backend *be) {
         clReleaseProgram(v->prog);
     }
     free(o->vars);
-    cl_kernel ks[] = {o->k_gemm, o->k_gemm_nt, o->k_gemm_nn_tn, o->k_emb_fwd, o->k_emb_bwd, o->k_rms_fwd, o->k_rms_bwd_dinp, o->k_rms_bwd_dw,
+    cl_kernel ks[] = {o->k_gemm, o->k_gemm_nt, o->k_gemm_nn_tn, o->k_sum_slices, o->k_emb_fwd, o->k_emb_bwd, o->k_rms_fwd, o->k_rms_bwd_dinp, o->k_rms_bwd_dw,
                       o->k_swiglu_fwd, o->k_swiglu_bwd, o->k_add, o->k_scale, o->k_adamw, o->k_sumsq, o->k_xent};
     for (size_t i = 0; i < PT_ARRAY_LEN(ks); i++)
         if (ks[i]) clReleaseKernel(ks[i]);
@@ -843,6 +861,7 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
     o->k_gemm = kernel(o->base, "gemm");
     o->k_gemm_nt = kernel(o->base, "gemm_nt");
     o->k_gemm_nn_tn = kernel(o->base, "gemm_nn_tn");
+    o->k_sum_slices = kernel(o->base, "sum_slices");
     const char *gk = getenv("PT_OPENCL_GEMM");
     o->tiled_gemm = gk && !strcmp(gk, "tiled");
     o->k_emb_fwd = kernel(o->base, "embedding_forward");

@@ -166,6 +166,19 @@ __kernel void gemm_nn_tn(int M, int N, int K, __global const float *A, ulong A_o
         }
 }
 
+// Split-K epilogue: C[m,n] = (accumulate ? C[m,n] : 0) + P[0][m][n] + P[1][m][n] + ...
+// slices added in order (deterministic), one work-item per output.
+__kernel void sum_slices(__global float *Cm, ulong C_o, int ldc, __global const float *P, int S, int M, int N,
+                         int accumulate) {
+    const size_t i = get_global_id(0);
+    if (i >= (size_t)M * N) return;
+    const int m = i / N, n = i % N;
+    float s = 0.0f;
+    for (int j = 0; j < S; j++) s += P[(size_t)j * M * N + i];
+    __global float *o = Cm + C_o + (size_t)m * ldc + n;
+    *o = accumulate ? *o + s : s;
+}
+
 // ------------------------------------------------------------ embedding
 // out[n,:] = wte[ids[n],:]; an id < 0 (token outside this vocabulary shard)
 // gives a zero row. One work-item per element.
