@@ -7,8 +7,9 @@
 #      writer's uninterrupted run;
 #   3. padded mode with sequence-length buckets: one recompilation per new bucket, in metrics.jsonl;
 #   4. `portatrain accept --candidate opencl:fp32` on the embedded default (configs/tiny.json, demo
-#      data; short): ACCEPTED, and report.json/html carry compile time, cache hits/misses and
-#      recompilations; the runs after the candidate's first load every program from the cache.
+#      data; short): ACCEPTED, and report.json/html carry compile time (also as a "compilation" phase),
+#      cache hits/misses and recompilations; the runs after the candidate's first load every program
+#      from the cache.
 # Exit 77 (skipped) when this build has no opencl backend or no OpenCL platform is found.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -92,6 +93,9 @@ print("accept: verdict", r["verdict"], "candidate compile", c, "baseline compile
 ok = r["verdict"] == "ACCEPTED" and "compile" not in r["baseline"]
 ok &= all(k in c for k in ("compile_s", "cache_hits", "cache_misses", "recompilations")) and c["compile_s"] > 0
 ok &= c.get("cache_misses", 0) >= 2 and c.get("cache_hits", 1) == 0
+comp = [p for p in r["phases"] if p["phase"] == "compilation"]
+print("  compilation phases:", [(p["run"], round(p["seconds"], 3)) for p in comp])
+ok &= any(p["run"] == "candidate" and p["seconds"] > 0 for p in comp) and not any(p["run"] == "baseline" for p in comp)
 # the later opencl runs (recovery, portability) found every program in the cache
 for d in ("recovery", "portability/candidate_from_baseline/run"):
     m = json.load(open(f"{sys.argv[2]}/{d}/manifest.json"))["platform"]["compile"]
