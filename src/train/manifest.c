@@ -317,6 +317,10 @@ int pt_manifest_add_compile(const char *output_dir, struct pt_backend *be) {
     pt_compile_stats cs;
     be->compile_stats(be, &cs);
     char *p = pt_path_join(output_dir, PT_MANIFEST_FILE);
+    if (!pt_file_exists(p)) {  // a process that writes no manifest (e.g. a non-zero rank)
+        free(p);
+        return 0;
+    }
     cJSON *m = pt_json_parse_file(p);
     cJSON *plat = m ? cJSON_GetObjectItemCaseSensitive(m, "platform") : NULL;
     int rc = -1;
