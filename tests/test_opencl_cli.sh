@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The opencl backend through the CLI (issue 10), on opencl:0:0 (PoCL's CPU device in CI):
 #   1. `portatrain devices` lists cpu-ref, cpu and the OpenCL device; bad platform/device indices
-#      and a malformed spec are one-line errors naming them, exit 1;
+#      and a malformed spec are one-line errors naming them, exit 1; with no platform (OCL_ICD_VENDORS
+#      pointed at an empty dir) devices says "no OpenCL platform" and --backend opencl fails in one line;
 #   2. checkpoints restore across backends both ways (opencl <-> cpu-ref, opencl <-> cpu): train 8
 #      steps with a save at 4 on one, resume on the other, steps 5..8 within 1e-4 relative of the
 #      writer's uninterrupted run;
@@ -41,6 +42,11 @@ check 1 "no OpenCL platform 7" -- tr opencl:7:0 "$T/bad"
 check 1 "platform 0 has no device 9" -- tr opencl:0:9 "$T/bad"
 check 1 "expected opencl\[:PLATFORM\[:DEVICE\]\]" -- tr opencl:x "$T/bad"
 tr opencl:0:0 "$T/explicit" --max-steps 1 || { echo "FAIL: --backend opencl:0:0"; fail=1; }
+# no platform at all (ocl-icd's OCL_ICD_VENDORS pointed at an empty place): said cleanly
+if OCL_ICD_VENDORS="$T/none" "$B" devices 2>&1 | grep -q "^opencl  *no OpenCL platform$"; then
+    OCL_ICD_VENDORS="$T/none" check 1 "no OpenCL platform found" -- tr opencl "$T/bad"
+    [ "$(wc -l < "$T/out")" -eq 1 ] || { echo "FAIL: more than one line without a platform"; fail=1; }
+else echo "note: this OpenCL loader ignores OCL_ICD_VENDORS; the no-platform case is not exercised"; fi
 
 # 2. checkpoint portability, both directions
 for be in cpu-ref cpu opencl; do tr "$be" "$T/full-$be" --save-steps 4 || { echo "FAIL: train $be"; fail=1; }; done

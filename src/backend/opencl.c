@@ -849,9 +849,13 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
     // and RMSNorm then match cpu-ref's IEEE results); never fast-relaxed math.
     cl_device_fp_config fp = 0;
     clGetDeviceInfo(o->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    snprintf(o->base_opts, sizeof o->base_opts, "-cl-std=CL1.2%s -DTM=%d -DTN=%d -DTK=%d -DRM=%d -DRN=%d -DXWG=%d -DSWG=%d",
+    // NT GEMM vector width: PT_OPENCL_NT_VEC (4, 8, 16), default 16 (PoCL on AVX-512: 2x of 4)
+    const char *nv = getenv("PT_OPENCL_NT_VEC");
+    const int ntv = nv && (!strcmp(nv, "4") || !strcmp(nv, "8")) ? atoi(nv) : 16;
+    snprintf(o->base_opts, sizeof o->base_opts,
+             "-cl-std=CL1.2%s -DTM=%d -DTN=%d -DTK=%d -DRM=%d -DRN=%d -DNTV=%d -DXWG=%d -DSWG=%d",
              (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", o->tm,
-             o->tn, o->tk, o->rm, o->rn, XWG, SWG);
+             o->tn, o->tk, o->rm, o->rn, ntv, XWG, SWG);
     cache_dir(o->cache_dir, sizeof o->cache_dir);
     o->base = build_program(o, o->base_opts);
     if (!o->base) {

@@ -15,6 +15,7 @@
 //   TM TN TK RM RN  GEMM tile: a work-group computes a TM x TN output tile
 //                   with (TM/RM) x (TN/RN) work-items, RM x RN outputs each,
 //                   stepping through K in slices of TK.
+//   NTV             vector width (4, 8, 16) along k of the NT GEMM
 //   XWG             work-group size of the per-row cross-entropy kernel
 //   SWG             work-group size of the sum-of-squares kernel
 //   SEQ HD          (shape-specialised programs only) sequence length and
@@ -75,9 +76,30 @@ void gemm(int M, int N, int K,
 // Register-blocked GEMMs without local memory, one per layout, for devices
 // where local memory is no faster than cache (CPUs: PoCL). Each work-item
 // computes a 4 x 4 (NT) or 8 x 8 (NN, TN) block, float4 along the contiguous
-// dimension. k order is fixed per output (NT: 4 interleaved partial sums
-// added as (x+y)+(z+w), then the tail; NN/TN: sequential).
+// dimension. k order is fixed per output (NT: NTV interleaved partial sums
+// added by a fixed tree, then the tail; NN/TN: sequential).
 // NT: C[m,n] (+)= sum_k A[m*lda+k] B[n*ldb+k]          (x w^T)
+// Vectors of NTV floats along k (4, 8 or 16: -DNTV); lanes are added by a
+// fixed halving tree at the end, then the k tail.
+#define NT_VEC_(n) float##n
+#define NT_VEC(n) NT_VEC_(n)
+#define NT_LOAD_(n) vload##n
+#define NT_LOAD(n) NT_LOAD_(n)
+typedef NT_VEC(NTV) ntvec;
+static float nt_hsum(ntvec v) {
+#if NTV == 16
+    const float8 h8 = v.lo + v.hi;
+#elif NTV == 8
+    const float8 h8 = v;
+#endif
+#if NTV >= 8
+    const float4 h4 = h8.lo + h8.hi;
+#else
+    const float4 h4 = v;
+#endif
+    const float2 h2 = h4.lo + h4.hi;
+    return h2.x + h2.y;
+}
 __kernel void gemm_nt(int M, int N, int K, __global const float *A, ulong A_o, int lda, __global const float *B,
                       ulong B_o, int ldb, __global float *Cm, ulong C_o, int ldc, int accumulate) {
     const int n0 = get_global_id(0) * 4, m0 = get_global_id(1) * 4;
@@ -88,14 +110,14 @@ __kernel void gemm_nt(int M, int N, int K, __global const float *A, ulong A_o, i
     __global const float *ar[4], *br[4];
     for (int r = 0; r < 4; r++) ar[r] = A + (size_t)min(m0 + r, M - 1) * lda;  // clamped rows: computed, not stored
     for (int c = 0; c < 4; c++) br[c] = B + (size_t)min(n0 + c, N - 1) * ldb;
-    float4 acc[4][4];
+    ntvec acc[4][4];
     for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) acc[r][c] = (float4)(0.0f);
+        for (int c = 0; c < 4; c++) acc[r][c] = (ntvec)(0.0f);
     int k = 0;
-    for (; k + 4 <= K; k += 4) {
-        float4 a[4], b[4];
-        for (int r = 0; r < 4; r++) a[r] = vload4(0, ar[r] + k);
-        for (int c = 0; c < 4; c++) b[c] = vload4(0, br[c] + k);
+    for (; k + NTV <= K; k += NTV) {
+        ntvec a[4], b[4];
+        for (int r = 0; r < 4; r++) a[r] = NT_LOAD(NTV)(0, ar[r] + k);
+        for (int c = 0; c < 4; c++) b[c] = NT_LOAD(NTV)(0, br[c] + k);
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++) acc[r][c] += a[r] * b[c];
     }
@@ -105,7 +127,7 @@ __kernel void gemm_nt(int M, int N, int K, __global const float *A, ulong A_o, i
         for (int c = 0; c < 4; c++) {
             const int n = n0 + c;
             if (n >= N) break;
-            float s = (acc[r][c].x + acc[r][c].y) + (acc[r][c].z + acc[r][c].w);
+            float s = nt_hsum(acc[r][c]);
             for (int kk = k; kk < K; kk++) s += ar[r][kk] * br[c][kk];
             __global float *o = Cm + (size_t)m * ldc + n;
             *o = accumulate ? *o + s : s;
