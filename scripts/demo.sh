@@ -7,7 +7,8 @@
 #      frozen inputs; convergence verdict, checkpoint portability both ways, a killed worker recovered,
 #      cost per accepted outcome (configs/prices.json), report.html/md/json,
 #   3. the verdict line and the report's path.
-# A CUDA or OpenCL candidate joins when this build has that backend (not yet: issues 9 and 10).
+# 4. when this build finds an OpenCL device (portatrain devices), the same experiment with the opencl
+#    candidate, reusing the recorded baseline (--baseline-run): OUT-opencl/report.html. DEMO_OPENCL=0 skips it.
 set -euo pipefail
 BUILD=${1:-build}
 BIN="$BUILD/portatrain"
@@ -21,3 +22,9 @@ rc=0
 "$BIN" accept --baseline cpu-ref:fp32 --candidate cpu:fp32 --steps "$STEPS" --output-dir "$OUT" || rc=$?
 # exit 1 (REJECTED) is a verdict, not a broken demo; 2 is unusable input
 [ "$rc" -le 1 ] || exit "$rc"
+if [ "${DEMO_OPENCL:-1}" != 0 ] && "$BIN" devices 2>/dev/null | grep -q '^opencl:0:0 '; then
+    orc=0
+    "$BIN" accept --baseline cpu-ref:fp32 --baseline-run "$OUT/baseline" --candidate opencl:fp32 --steps "$STEPS" \
+        --output-dir "$OUT-opencl" || orc=$?
+    [ "$orc" -le 1 ] || exit "$orc"
+fi

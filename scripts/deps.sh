@@ -11,6 +11,8 @@ PKGS=(
   libutf8proc-dev                    # Unicode NFC normalisation for the tokenizer
   libopenblas-dev                    # BLAS for the fast CPU backend
   openmpi-bin libopenmpi-dev         # MPI (mpirun, collectives) for multi-rank CPU training (src/dist)
+  ocl-icd-opencl-dev opencl-headers  # OpenCL loader + headers for the opencl backend
+  pocl-opencl-icd                    # PoCL: an OpenCL CPU device, so the opencl backend and its tests run anywhere
   clang libclang-rt-14-dev libomp-dev  # libFuzzer + sanitizer runtimes, OpenMP for clang
   chromium                           # headless render check of report.html (tests/test_report_chromium.sh)
   python3                            # PNG decode in the same test (zlib, no extra modules)

@@ -10,11 +10,22 @@
 pt_backend *pt_backend_cpu_create(void);
 char *openblas_get_config(void);  // OpenBLAS extension (linked with the cpu backend)
 #endif
+// The OpenCL backend (src/backend/opencl.c) when CMake found OpenCL (PT_HAVE_OPENCL).
+#if defined(PT_BACKEND_REF_ONLY)
+#undef PT_HAVE_OPENCL
+#endif
+#ifdef PT_HAVE_OPENCL
+pt_backend *pt_backend_opencl_create(const char *suffix);
+int pt_opencl_print_devices(FILE *f);
+#endif
 
 pt_backend *pt_backend_create(const char *spec) {
     if (!spec || !strcmp(spec, "cpu-ref")) return pt_backend_cpu_ref_create();
 #ifdef PT_HAVE_CPU_BACKEND
     if (!strcmp(spec, "cpu")) return pt_backend_cpu_create();
+#endif
+#ifdef PT_HAVE_OPENCL
+    if (!strncmp(spec, "opencl", 6) && (spec[6] == 0 || spec[6] == ':')) return pt_backend_opencl_create(spec + 6);
 #endif
     pt_set_error("unknown backend '%s' (available: %s)", spec, pt_backend_list());
     return NULL;
@@ -25,10 +36,28 @@ void pt_backend_destroy(pt_backend *be) {
 }
 
 const char *pt_backend_list(void) {
-#ifdef PT_HAVE_CPU_BACKEND
+#if defined(PT_HAVE_CPU_BACKEND) && defined(PT_HAVE_OPENCL)
+    return "cpu-ref,cpu,opencl";
+#elif defined(PT_HAVE_CPU_BACKEND)
     return "cpu-ref,cpu";
+#elif defined(PT_HAVE_OPENCL)
+    return "cpu-ref,opencl";
 #else
     return "cpu-ref";
+#endif
+}
+
+void pt_backend_print_devices(FILE *f) {
+    fprintf(f, "cpu-ref      host CPU (reference kernels, %s)\n", sizeof(real_t) == 8 ? "fp64" : "fp32");
+#ifdef PT_HAVE_CPU_BACKEND
+    fprintf(f, "cpu          host CPU (OpenBLAS: %s)\n", openblas_get_config());
+#else
+    fprintf(f, "cpu          not built (OpenBLAS not found)\n");
+#endif
+#ifdef PT_HAVE_OPENCL
+    pt_opencl_print_devices(f);
+#else
+    fprintf(f, "opencl       not built (OpenCL not found at build time)\n");
 #endif
 }
 

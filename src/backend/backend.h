@@ -13,10 +13,20 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "util/common.h"
 
 typedef struct pt_backend pt_backend;
+
+// Run-time compilation of a device backend's kernels (opencl): seconds spent
+// building or loading programs, program-cache hits and misses, and
+// recompilations (programs built after the first shape-specialised one: a new
+// sequence-length bucket). Cumulative since the backend was created.
+typedef struct {
+    double compile_seconds;
+    int cache_hits, cache_misses, recompilations;
+} pt_compile_stats;
 
 struct pt_backend {
     const char *name;
@@ -97,15 +107,22 @@ struct pt_backend {
     // PyTorch AdamW (decoupled decay, bias correction, eps outside sqrt), step t >= 1
     void (*adamw)(pt_backend *be, real_t *p, const real_t *g, real_t *m, real_t *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int t);
+
+    // ---- optional (NULL when the backend has nothing to report) ----
+    void (*compile_stats)(pt_backend *be, pt_compile_stats *out);
 };
 
-// "cpu-ref" (and later "cpu", "cuda", "opencl[:p:d]"). NULL + error if unknown
-// or unavailable.
+// "cpu-ref", "cpu", "opencl[:PLATFORM[:DEVICE]]" (indices as listed by
+// pt_backend_print_devices). NULL + error if unknown or unavailable.
 pt_backend *pt_backend_create(const char *spec);
 void pt_backend_destroy(pt_backend *be);
 // Comma-separated list of the backends compiled in.
 const char *pt_backend_list(void);
 // openblas_get_config() when the fast cpu backend (OpenBLAS) is compiled in, else NULL.
 const char *pt_backend_blas_config(void);
+
+// `portatrain devices`: every backend of this build and each device it finds
+// (one line each; "no OpenCL platform" when there is none).
+void pt_backend_print_devices(FILE *f);
 
 pt_backend *pt_backend_cpu_ref_create(void);

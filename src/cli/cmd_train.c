@@ -14,7 +14,7 @@
 
 static void help(void) {
     printf("usage: portatrain train --model DIR --data SHARD --output-dir DIR --max-steps N --seq-len T [options]\n\n"
-           "  --backend NAME                     cpu-ref (default)\n"
+           "  --backend NAME                     cpu-ref (default), cpu, opencl[:PLATFORM[:DEVICE]] (portatrain devices)\n"
            "  --learning-rate F                  5e-5\n"
            "  --per-device-train-batch-size N    8\n"
            "  --gradient-accumulation-steps N    1\n"

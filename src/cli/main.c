@@ -22,6 +22,7 @@ static const command commands[] = {
     {"accept", cmd_accept, "acceptance suite: baseline vs candidate platform, portability, recovery, cost"},
     {"topo", cmd_topo, "mesh, rank placement, memory and bytes per step of a distributed layout"},
     {"report", cmd_report, "render a report.json into report.html and report.md"},
+    {"devices", cmd_devices, "list the backends and devices this build can use (--backend values)"},
 };
 
 static void usage(FILE *f) {

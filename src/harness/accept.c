@@ -598,7 +598,21 @@ typedef struct {
     bool ok;            // trained and evaluated
 } run_t;
 
-// One training run; records start-up, training and checkpoint phases.
+// platform.compile.compile_s of a run's manifest.json (0 when absent: a
+// backend that compiles nothing at run time).
+static double compile_seconds(const char *dir) {
+    char *mp = pt_path_join(dir, "manifest.json");
+    cJSON *man = pt_file_exists(mp) ? pt_json_parse_file(mp) : NULL;
+    pt_clear_error();
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "platform"), "compile"), "compile_s");
+    const double s = cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : 0;
+    cJSON_Delete(man);
+    free(mp);
+    return s;
+}
+
+// One training run; records start-up, (compilation,) training and checkpoint phases.
 static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     argbuf a;
     train_args(c, &a, r->pl, r->dir, save_steps);
@@ -617,7 +631,15 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     long tok;
     metrics_phases(&r->m, 0, &tr, &sv, &tok);
     c->tokens += tok;
-    add_phase(c, r->role, r->pl, "start-up", wall - tr - sv);
+    // Run-time kernel compilation (opencl) is its own phase: the base program
+    // is built during start-up, shape-specialised ones in the first step.
+    const double cs = compile_seconds(r->dir);
+    double su = wall - tr - sv;
+    const double from_su = PT_MIN(cs, PT_MAX(su, 0.0));
+    su -= from_su;
+    tr -= PT_MIN(cs - from_su, tr);
+    if (cs > 0) add_phase(c, r->role, r->pl, "compilation", cs);
+    add_phase(c, r->role, r->pl, "start-up", su);
     add_phase(c, r->role, r->pl, "training", tr);
     add_phase(c, r->role, r->pl, "checkpoint", sv);
     return 0;
@@ -976,6 +998,14 @@ static cJSON *run_identity(const run_t *r, const char *cpu, int threads) {
     cJSON_AddStringToObject(j, "precision", r->pl->precision);
     cJSON_AddStringToObject(j, "layout", lay);
     cJSON_AddNumberToObject(j, "steps", r->m.n ? (double)r->m.rows[r->m.n - 1].step : 0);
+    // run-time kernel compilation (device backends: manifest platform.compile)
+    char *mp = pt_path_join(r->dir, "manifest.json");
+    cJSON *man = pt_file_exists(mp) ? pt_json_parse_file(mp) : NULL;
+    pt_clear_error();
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "platform"), "compile");
+    if (cJSON_IsObject(comp)) cJSON_AddItemToObject(j, "compile", cJSON_Duplicate(comp, 1));
+    cJSON_Delete(man);
+    free(mp);
     return j;
 }
 

@@ -365,6 +365,9 @@ static void render(out_t *o, const cJSON *r) {
     const cJSON *cols[] = {get(r, "baseline"), get(r, "candidate")};
     const char *names[] = {"baseline", "candidate"};
     kv_table(o, "Run identity", idk, 7, cols, names, 2);
+    const char *cpk[] = {"compile_s", "cache_hits", "cache_misses", "recompilations"};
+    const cJSON *cpc[] = {get(cols[0], "compile"), get(cols[1], "compile")};
+    kv_table(o, "Kernel compilation (run time)", cpk, 4, cpc, names, 2);
     const char *fk[] = {"config_sha256", "initial_weights_sha256", "tokenizer_sha256", "dataset_sha256", "seed"};
     const cJSON *fc[] = {get(r, "frozen_inputs")};
     const char *fn[] = {"value"};

@@ -312,3 +312,31 @@ int pt_manifest_write(const pt_train_args *a, const char *backend, const char *d
     cJSON_Delete(m);
     return rc;
 }
+
+int pt_manifest_add_compile(const char *output_dir, struct pt_backend *be) {
+    pt_compile_stats cs;
+    be->compile_stats(be, &cs);
+    char *p = pt_path_join(output_dir, PT_MANIFEST_FILE);
+    if (!pt_file_exists(p)) {  // a process that writes no manifest (e.g. a non-zero rank)
+        free(p);
+        return 0;
+    }
+    cJSON *m = pt_json_parse_file(p);
+    cJSON *plat = m ? cJSON_GetObjectItemCaseSensitive(m, "platform") : NULL;
+    int rc = -1;
+    if (cJSON_IsObject(plat)) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "compile_s", cs.compile_seconds);
+        cJSON_AddNumberToObject(c, "cache_hits", cs.cache_hits);
+        cJSON_AddNumberToObject(c, "cache_misses", cs.cache_misses);
+        cJSON_AddNumberToObject(c, "recompilations", cs.recompilations);
+        cJSON_DeleteItemFromObjectCaseSensitive(plat, "compile");
+        cJSON_AddItemToObject(plat, "compile", c);
+        rc = pt_json_write_file(p, m);
+    } else if (m) {
+        pt_set_error("%s: no \"platform\" object", p);
+    }
+    cJSON_Delete(m);
+    free(p);
+    return rc;
+}

@@ -45,5 +45,11 @@
 cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device);
 // Builds it and writes OUTPUT/manifest.json atomically; 0 or -1 (error set).
 int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device);
+// Adds "platform.compile" {compile_s, cache_hits, cache_misses,
+// recompilations} from be->compile_stats to OUTPUT/manifest.json (rewritten
+// atomically) at the end of a run on a backend that compiles kernels at run time;
+// 0 without touching anything when OUTPUT has no manifest.json.
+struct pt_backend;
+int pt_manifest_add_compile(const char *output_dir, struct pt_backend *be);
 // The portatrain version string ("0.1.0").
 const char *pt_version(void);

@@ -777,6 +777,12 @@ setup_done:
         if (a->padded)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"padding_fraction\": %.6f, \"row_len\": %d",
                            pt_loader_last_padding_fraction(loader), row_len);
+        if (be->compile_stats) {  // run-time kernel compilation so far (opencl): build time, cache, recompilations
+            pt_compile_stats cs;
+            be->compile_stats(be, &cs);
+            rl += snprintf(rec + rl, sizeof rec - rl, ", \"compile_s\": %.6f, \"cache_hits\": %d, \"cache_misses\": %d, "
+                           "\"recompilations\": %d", cs.compile_seconds, cs.cache_hits, cs.cache_misses, cs.recompilations);
+        }
         if (restore_time >= 0 && step == start_step)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"restore_time_s\": %.6f", restore_time);
         const bool save_now = a->save_steps > 0 ? (step + 1) % a->save_steps == 0
@@ -867,6 +873,7 @@ setup_done:
             goto done;
         }
     }
+    if (rank == 0 && be->compile_stats && pt_manifest_add_compile(a->output_dir, be) != 0) goto done;  // platform.compile
     if (P ? pt_parallel_save_hf(P, a->output_dir) : hf_model_save(mdl, a->output_dir, "float32", 0)) {
         collective_error = P != NULL;
         goto done;

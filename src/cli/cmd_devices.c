@@ -1,0 +1,25 @@
+// portatrain devices: every backend of this build and the devices it finds.
+#include "backend/backend.h"
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: portatrain devices\n\n"
+           "Lists every backend compiled into this binary and each device it finds, one per line, as the\n"
+           "--backend value that selects it: cpu-ref, cpu, and opencl:PLATFORM:DEVICE for each OpenCL\n"
+           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none).\n");
+}
+
+int cmd_devices(int argc, char **argv) {
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *o;
+    while ((o = argp_next(&p))) {
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
+        else return argp_unknown(&p, o);
+    }
+    pt_backend_print_devices(stdout);
+    return 0;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The opencl backend through the CLI (issue 10), on opencl:0:0 (PoCL's CPU device in CI):
+#   1. `portatrain devices` lists cpu-ref, cpu and the OpenCL device; bad platform/device indices
+#      and a malformed spec are one-line errors naming them, exit 1; with no platform (OCL_ICD_VENDORS
+#      pointed at an empty dir) devices says "no OpenCL platform" and --backend opencl fails in one line;
+#   2. checkpoints restore across backends both ways (opencl <-> cpu-ref, opencl <-> cpu): train 8
+#      steps with a save at 4 on one, resume on the other, steps 5..8 within 1e-4 relative of the
+#      writer's uninterrupted run;
+#   3. padded mode with sequence-length buckets: one recompilation per new bucket, in metrics.jsonl;
+#   4. `portatrain accept --candidate opencl:fp32` on the embedded default (configs/tiny.json, demo
+#      data; short): ACCEPTED, and report.json/html carry compile time (also as a "compilation" phase),
+#      cache hits/misses and recompilations; the runs after the candidate's first load every program
+#      from the cache.
+# Exit 77 (skipped) when this build has no opencl backend or no OpenCL platform is found.
+set -u
+B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+cd "$S"
+fail=0
+. "$S/tests/cli_check.sh"
+export PT_OPENCL_CACHE="$T/clcache"   # a cold program cache of our own
+
+"$B" devices >"$T/devices" 2>&1
+if grep -q "no OpenCL platform\|opencl       not built" "$T/devices"; then
+    echo "SKIP test_opencl_cli: $(grep opencl "$T/devices")"; exit 77
+fi
+cat "$T/devices"
+for be in "^cpu-ref " "^cpu " "^opencl:0:0 "; do
+    grep -q "$be" "$T/devices" || { echo "FAIL: devices lacks $be"; fail=1; }
+done
+
+fix="$S/tests/fixtures/golden/tied"
+tr() {  # backend outdir [extra...]
+    local be=$1 out=$2; shift 2
+    "$B" train --backend "$be" --model "$fix" --data "$fix/data.bin" --output-dir "$out" --max-steps 8 --seq-len 16 \
+        --per-device-train-batch-size 2 --learning-rate 3e-3 --warmup-steps 2 --lr-scheduler-type cosine \
+        --weight-decay 0.1 --quiet "$@"
+}
+
+# 1. bad input: one line naming the index, non-zero exit, before any work
+check 1 "no OpenCL platform 7" -- tr opencl:7:0 "$T/bad"
+[ "$(wc -l < "$T/out")" -eq 1 ] || { echo "FAIL: more than one line for a bad platform index"; fail=1; }
+check 1 "platform 0 has no device 9" -- tr opencl:0:9 "$T/bad"
+check 1 "expected opencl\[:PLATFORM\[:DEVICE\]\]" -- tr opencl:x "$T/bad"
+tr opencl:0:0 "$T/explicit" --max-steps 1 || { echo "FAIL: --backend opencl:0:0"; fail=1; }
+# no platform at all (ocl-icd's OCL_ICD_VENDORS pointed at an empty place): said cleanly
+if OCL_ICD_VENDORS="$T/none" "$B" devices 2>&1 | grep -q "^opencl  *no OpenCL platform$"; then
+    OCL_ICD_VENDORS="$T/none" check 1 "no OpenCL platform found" -- tr opencl "$T/bad"
+    [ "$(wc -l < "$T/out")" -eq 1 ] || { echo "FAIL: more than one line without a platform"; fail=1; }
+else echo "note: this OpenCL loader ignores OCL_ICD_VENDORS; the no-platform case is not exercised"; fi
+
+# 2. checkpoint portability, both directions
+for be in cpu-ref cpu opencl; do tr "$be" "$T/full-$be" --save-steps 4 || { echo "FAIL: train $be"; fail=1; }; done
+for pair in opencl:cpu-ref cpu-ref:opencl opencl:cpu cpu:opencl; do
+    w=${pair%%:*} r=${pair##*:}
+    mkdir -p "$T/res-$w-$r"
+    cp -r "$T/full-$w/checkpoint-4" "$T/res-$w-$r/"
+    tr "$r" "$T/res-$w-$r" --resume-from-checkpoint "$T/res-$w-$r/checkpoint-4" || { echo "FAIL: $r resuming $w"; fail=1; }
+    if python3 - "$T/full-$w/metrics.jsonl" "$T/res-$w-$r/metrics.jsonl" "$w -> $r" <<'EOF'
+import json, sys
+full = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
+res = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
+steps = [s for s in range(5, 9) if s in res]
+worst = max(abs(res[s] - full[s]) / abs(full[s]) for s in steps) if steps else 1
+print(f"portability {sys.argv[3]}: steps {steps}, max rel diff to the writer's uninterrupted run {worst:.3e}")
+sys.exit(0 if steps == [5, 6, 7, 8] and worst <= 1e-4 else 1)
+EOF
+    then :; else echo "FAIL: portability $w -> $r"; fail=1; fi
+done
+
+# 3. padded mode, buckets 32/64/128/256: a recompilation per new bucket length, visible per step
+"$B" init --config configs/tiny.json --seed 42 --output-dir "$T/tiny" 2>/dev/null
+"$B" train --backend opencl --model "$T/tiny" --data data/demo/shards/train --output-dir "$T/padded" --max-steps 6 \
+    --seq-len 256 --per-device-train-batch-size 1 --data-mode padded --shuffle --quiet || { echo "FAIL: padded run"; fail=1; }
+if python3 - "$T/padded/metrics.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+seen, want = [], []  # recompilations so far = distinct row lengths so far - 1
+for r in rows:
+    if r["row_len"] not in seen: seen.append(r["row_len"])
+    want.append(len(seen) - 1)
+print("padded: row lengths", [r["row_len"] for r in rows], "recompilations", [r["recompilations"] for r in rows],
+      "compile_s %.3f" % rows[-1]["compile_s"])
+ok = len(rows) == 6 and [r["recompilations"] for r in rows] == want
+sys.exit(0 if ok and all("cache_hits" in r and "cache_misses" in r for r in rows) else 1)
+EOF
+then :; else echo "FAIL: padded-mode recompilation counter"; fail=1; fi
+
+# 4. the acceptance suite with the opencl candidate (short run of the default experiment), from a
+# cold program cache: the candidate's first run compiles, every later opencl run loads
+export PT_OPENCL_CACHE="$T/clcache-accept"
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu-ref:fp32 --candidate opencl:fp32 --steps 8 --checkpoint-step 4 \
+    --recovery-save-steps 2 --eval-batches 2 --output-dir "$T/acc"
+R="$T/acc/report.json"
+if python3 - "$R" "$T/acc" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["candidate"].get("compile", {})
+print("accept: verdict", r["verdict"], "candidate compile", c, "baseline compile", r["baseline"].get("compile"))
+ok = r["verdict"] == "ACCEPTED" and "compile" not in r["baseline"]
+ok &= all(k in c for k in ("compile_s", "cache_hits", "cache_misses", "recompilations")) and c["compile_s"] > 0
+ok &= c.get("cache_misses", 0) >= 2 and c.get("cache_hits", 1) == 0
+comp = [p for p in r["phases"] if p["phase"] == "compilation"]
+print("  compilation phases:", [(p["run"], round(p["seconds"], 3)) for p in comp])
+ok &= any(p["run"] == "candidate" and p["seconds"] > 0 for p in comp) and not any(p["run"] == "baseline" for p in comp)
+# the later opencl runs (recovery, portability) found every program in the cache
+for d in ("recovery", "portability/candidate_from_baseline/run"):
+    m = json.load(open(f"{sys.argv[2]}/{d}/manifest.json"))["platform"]["compile"]
+    print(f"  {d}: {m}")
+    ok &= m["cache_hits"] >= 2 and m["cache_misses"] == 0
+sys.exit(0 if ok else 1)
+EOF
+then :; else echo "FAIL: report.json compile fields / verdict / cache hits"; fail=1; fi
+grep -q "Kernel compilation" "$T/acc/report.html" && grep -q "recompilations" "$T/acc/report.html" \
+    || { echo "FAIL: report.html lacks the kernel compilation table"; fail=1; }
+
+[ "$fail" -eq 0 ] && echo "test_opencl_cli: ok"
+exit "$fail"
