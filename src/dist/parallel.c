@@ -71,43 +71,32 @@ static float *host_buf(pt_parallel *P, int which, size_t n) {
 }
 
 static void dev_allreduce(pt_parallel *P, pt_comm *c, real_t *x, size_t n) {
-    if (pt_comm_size(c) == 1 && P->be->host_memory) {
-        pt_comm_allreduce(c, x, n, PT_COLL_ALLREDUCE);
-        return;
-    }
     if (P->be->host_memory) {
         pt_comm_allreduce(c, x, n, PT_COLL_ALLREDUCE);
-    } else {
-        float *h = host_buf(P, 0, n);
-        P->be->download(P->be, h, x, n * sizeof(float));
-        pt_comm_allreduce(c, h, n, PT_COLL_ALLREDUCE);
-        P->be->upload(P->be, x, h, n * sizeof(float));
-    }
-}
-
-static void dev_allgather(pt_parallel *P, pt_comm *c, const real_t *send, real_t *recv, size_t n) {
-    if (P->be->host_memory) {
-        pt_comm_allgather(c, send, recv, n);
         return;
     }
-    const size_t W = (size_t)pt_comm_size(c);
-    float *hs = host_buf(P, 0, n * W), *hr = host_buf(P, 1, n * W);
-    P->be->download(P->be, hs, send, n * sizeof(float));
-    pt_comm_allgather(c, hs, hr, n);
-    P->be->upload(P->be, recv, hr, n * W * sizeof(float));
+    float *h = host_buf(P, 0, n);
+    P->be->download(P->be, h, x, n * sizeof(float));
+    pt_comm_allreduce(c, h, n, PT_COLL_ALLREDUCE);
+    P->be->upload(P->be, x, h, n * sizeof(float));
 }
 
-static void dev_reduce_scatter(pt_parallel *P, pt_comm *c, const real_t *send, real_t *recv, size_t n) {
+// All-gather (send n, receive W x n) or reduce-scatter (send W x n, receive n)
+// of backend memory, through host copies when the backend's memory is not host memory.
+static void dev_gather_scatter(pt_parallel *P, pt_comm *c, int gather, const real_t *send, real_t *recv, size_t n) {
+    void (*op)(pt_comm *, const float *, float *, size_t) = gather ? pt_comm_allgather : pt_comm_reduce_scatter;
     if (P->be->host_memory) {
-        pt_comm_reduce_scatter(c, send, recv, n);
+        op(c, send, recv, n);
         return;
     }
-    const size_t W = (size_t)pt_comm_size(c);
+    const size_t W = (size_t)pt_comm_size(c), ns = gather ? n : n * W, nr = gather ? n * W : n;
     float *hs = host_buf(P, 0, n * W), *hr = host_buf(P, 1, n * W);
-    P->be->download(P->be, hs, send, n * W * sizeof(float));
-    pt_comm_reduce_scatter(c, hs, hr, n);
-    P->be->upload(P->be, recv, hr, n * sizeof(float));
+    P->be->download(P->be, hs, send, ns * sizeof(float));
+    op(c, hs, hr, n);
+    P->be->upload(P->be, recv, hr, nr * sizeof(float));
 }
+#define dev_allgather(P, c, send, recv, n) dev_gather_scatter(P, c, 1, send, recv, n)
+#define dev_reduce_scatter(P, c, send, recv, n) dev_gather_scatter(P, c, 0, send, recv, n)
 
 // ---------------------------------------------------------------- FSDP units
 

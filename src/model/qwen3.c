@@ -2,6 +2,7 @@
 #include "util/philox.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,78 +258,35 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
         }
 #define TAKE(n) (used += ALIGN16(n), (real_t *)(base + sizeof(real_t) * (used - ALIGN16(n))))
     m->acts = pt_calloc(L, sizeof(qwen3_layer_acts));
-    // Layers whose activations are recomputed in backward share one set of
-    // buffers (`rc`); only what their policy keeps is per layer.
+    // Per-layer buffers, in struct order: length, and the policies that keep
+    // the buffer per layer (the others point it at the shared set `rc`, which
+    // the recomputation in backward refills).
+    enum { K_NONE = 1 << QWEN3_AC_NONE, K_FULL = 1 << QWEN3_AC_FULL, K_OP = 1 << QWEN3_AC_OP };
+    const struct { size_t off, len; int keep; } fields[] = {
+#define F(name, len, keep) {offsetof(qwen3_layer_acts, name), len, keep}
+        F(res_in, N * C, K_NONE | K_FULL | K_OP), F(ln1, N * C, K_NONE), F(ln1_rstd, N, K_NONE | K_OP),
+        F(q_raw, N * QD, K_NONE | K_OP), F(k_raw, N * KD, K_NONE | K_OP), F(q_rstd, N * H, K_NONE | K_OP),
+        F(k_rstd, N * KV, K_NONE | K_OP), F(q, N * QD, K_NONE), F(k, N * KD, K_NONE), F(v, N * KD, K_NONE | K_OP),
+        F(att_saved, S, K_NONE | K_OP), F(att_out, N * QD, K_NONE | K_OP), F(res_mid, N * C, K_NONE | K_OP),
+        F(ln2, N * C, K_NONE), F(ln2_rstd, N, K_NONE | K_OP), F(gate, N * I, K_NONE | K_OP),
+        F(up, N * I, K_NONE | K_OP), F(act, N * I, K_NONE),
+#undef F
+    };
+    const int nf = (int)(sizeof fields / sizeof fields[0]);
+#define FIELD(acts, i) (*(real_t **)((char *)(acts) + fields[i].off))
     qwen3_layer_acts rc;
     memset(&rc, 0, sizeof rc);
-    int any_full = 0, any_op = 0;
-    for (int l = 0; l < L; l++) {
-        any_full |= qwen3_layer_ac_mode(m, l) == QWEN3_AC_FULL;
-        any_op |= qwen3_layer_ac_mode(m, l) == QWEN3_AC_OP;
-    }
-    if (any_full || any_op) {  // what OP recomputes
-        rc.ln1 = TAKE(N * C);
-        rc.q = TAKE(N * QD);
-        rc.k = TAKE(N * KD);
-        rc.ln2 = TAKE(N * C);
-        rc.act = TAKE(N * I);
-    }
-    if (any_full) {  // and the rest of a layer
-        rc.ln1_rstd = TAKE(N);
-        rc.q_raw = TAKE(N * QD);
-        rc.k_raw = TAKE(N * KD);
-        rc.q_rstd = TAKE(N * H);
-        rc.k_rstd = TAKE(N * KV);
-        rc.v = TAKE(N * KD);
-        rc.att_saved = TAKE(S);
-        rc.att_out = TAKE(N * QD);
-        rc.res_mid = TAKE(N * C);
-        rc.ln2_rstd = TAKE(N);
-        rc.gate = TAKE(N * I);
-        rc.up = TAKE(N * I);
+    for (int i = 0; i < nf; i++) {  // shared: dropped by some layer's policy
+        int needed = 0;
+        for (int l = 0; l < L; l++) needed |= !(fields[i].keep & (1 << qwen3_layer_ac_mode(m, l)));
+        if (needed) FIELD(&rc, i) = TAKE(fields[i].len);
     }
     for (int l = 0; l < L; l++) {
         qwen3_layer_acts *a = &m->acts[l];
-        const int mode = qwen3_layer_ac_mode(m, l);
-        if (mode == QWEN3_AC_NONE) {
-            a->res_in = TAKE(N * C);
-            a->ln1 = TAKE(N * C);
-            a->ln1_rstd = TAKE(N);
-            a->q_raw = TAKE(N * QD);
-            a->k_raw = TAKE(N * KD);
-            a->q_rstd = TAKE(N * H);
-            a->k_rstd = TAKE(N * KV);
-            a->q = TAKE(N * QD);
-            a->k = TAKE(N * KD);
-            a->v = TAKE(N * KD);
-            a->att_saved = TAKE(S);
-            a->att_out = TAKE(N * QD);
-            a->res_mid = TAKE(N * C);
-            a->ln2 = TAKE(N * C);
-            a->ln2_rstd = TAKE(N);
-            a->gate = TAKE(N * I);
-            a->up = TAKE(N * I);
-            a->act = TAKE(N * I);
-        } else if (mode == QWEN3_AC_FULL) {  // only the layer input
-            *a = rc;
-            a->res_in = TAKE(N * C);
-        } else {  // QWEN3_AC_OP: matmul outputs and attention results; norms, RoPE, SwiGLU recomputed
-            *a = rc;
-            a->res_in = TAKE(N * C);
-            a->ln1_rstd = TAKE(N);
-            a->q_raw = TAKE(N * QD);
-            a->k_raw = TAKE(N * KD);
-            a->q_rstd = TAKE(N * H);
-            a->k_rstd = TAKE(N * KV);
-            a->v = TAKE(N * KD);
-            a->att_saved = TAKE(S);
-            a->att_out = TAKE(N * QD);
-            a->res_mid = TAKE(N * C);
-            a->ln2_rstd = TAKE(N);
-            a->gate = TAKE(N * I);
-            a->up = TAKE(N * I);
-        }
+        const int keep = 1 << qwen3_layer_ac_mode(m, l);
+        for (int i = 0; i < nf; i++) FIELD(a, i) = fields[i].keep & keep ? TAKE(fields[i].len) : FIELD(&rc, i);
     }
+#undef FIELD
     m->res_final = TAKE(N * C);
     m->lnf = TAKE(N * C);
     m->lnf_rstd = TAKE(N);

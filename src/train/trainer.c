@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY  // XXH64_state_t on the stack
 #include <xxhash.h>
 
 void pt_train_args_defaults(pt_train_args *a) {
@@ -628,12 +629,11 @@ setup_done:
             double half[2] = {0, 0};  // exact: < 2^21 rows x 2^32
             for (size_t r = 0; r < rows; r++) {
                 const uint64_t g = (uint64_t)data_rank * rows + r;
-                XXH64_state_t *hs = XXH64_createState();
-                XXH64_reset(hs, g);
-                XXH64_update(hs, ids + r * row_len, sizeof(int32_t) * (size_t)row_len);
-                XXH64_update(hs, labels + r * row_len, sizeof(int32_t) * (size_t)row_len);
-                const uint64_t h = XXH64_digest(hs);
-                XXH64_freeState(hs);
+                XXH64_state_t hs;  // on the stack: no allocation per row
+                XXH64_reset(&hs, g);
+                XXH64_update(&hs, ids + r * row_len, sizeof(int32_t) * (size_t)row_len);
+                XXH64_update(&hs, labels + r * row_len, sizeof(int32_t) * (size_t)row_len);
+                const uint64_t h = XXH64_digest(&hs);
                 half[0] += (double)(h & 0xffffffffu);
                 half[1] += (double)(h >> 32);
             }
