@@ -33,6 +33,8 @@ struct pt_backend {
     char device[256];   // human-readable device description
     void *impl;         // backend-private state
     bool host_memory;   // backend pointers are ordinary host memory (CPU backends)
+    // Set by the model (precision bf16) before the first kernel runs; see "bf16" below.
+    bool bf16_casts;
 
     // ---- memory ----
     void *(*alloc)(pt_backend *be, size_t bytes);  // zero-filled
@@ -107,6 +109,34 @@ struct pt_backend {
     // PyTorch AdamW (decoupled decay, bias correction, eps outside sqrt), step t >= 1
     void (*adamw)(pt_backend *be, real_t *p, const real_t *g, real_t *m, real_t *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int t);
+
+    // ---- bf16 (precision bf16; round_bf16 == NULL: the backend has no bf16 path) ----
+    // A bf16 tensor is kept in fp32 storage holding bf16-exact values, so every
+    // kernel above works on it unchanged (products of bf16 numbers are exact in
+    // fp32; sums accumulate in fp32 as on bf16 units). The model rounds each op's
+    // output where Hugging Face's bf16 Qwen3 holds a bf16 tensor. With
+    // `bf16_casts` set, the kernels whose PyTorch counterpart rounds INSIDE the
+    // op round there too (backward kernels never do; the model rounds their
+    // activation gradients, weight gradients stay fp32):
+    //   rmsnorm_forward: out = bf16(w * bf16(inp * rstd))        (rstd in fp32)
+    //   rope_forward:    out = bf16(bf16(x * cos) + bf16(rot(x) * sin))
+    //   swiglu_forward:  out = bf16(bf16(silu(gate)) * up)
+    //   lm_head_xent:    logits rounded to bf16 before the fp32 softmax/loss
+    //                    (HF: logits.float()); d(logits) rounded to bf16 before
+    //                    both matmuls of the backward.
+    // dst[i] = src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN,
+    // +-inf stay), in fp32 storage. dst may alias src.
+    void (*round_bf16)(pt_backend *be, real_t *dst, const real_t *src, size_t n);
+    // Optional fast path (NULL: the model calls matmul_forward/backward on the
+    // bf16-exact fp32 operands). pack_bf16: dst[i] = the bf16 bits of src[i]
+    // (src bf16-exact, so lossless). matmul_*_bf16: the contracts of
+    // matmul_forward/backward with bf16-exact operands, w16 = pack_bf16(w), on
+    // the backend's bf16 units (AMX, tensor cores) with fp32 accumulation.
+    void (*pack_bf16)(pt_backend *be, uint16_t *dst, const real_t *src, size_t n);
+    void (*matmul_forward_bf16)(pt_backend *be, real_t *out, const real_t *inp, const real_t *w, const uint16_t *w16,
+                                int N, int C, int OC);
+    void (*matmul_backward_bf16)(pt_backend *be, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                                 const real_t *w, const uint16_t *w16, int N, int C, int OC);
 
     // ---- optional (NULL when the backend has nothing to report) ----
     void (*compile_stats)(pt_backend *be, pt_compile_stats *out);
