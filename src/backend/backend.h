@@ -137,6 +137,10 @@ struct pt_backend {
                                 int N, int C, int OC);
     void (*matmul_backward_bf16)(pt_backend *be, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
                                  const real_t *w, const uint16_t *w16, int N, int C, int OC);
+    // lm_head_xent (with the bf16 casts above) given also w16 = pack_bf16(w).
+    void (*lm_head_xent_bf16)(pt_backend *be, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
+                              const real_t *w, const uint16_t *w16, const int32_t *targets, int N, int C, int V,
+                              float scale);
 
     // ---- optional (NULL when the backend has nothing to report) ----
     void (*compile_stats)(pt_backend *be, pt_compile_stats *out);

@@ -2,6 +2,7 @@
 // over independent outputs with every reduction done serially in a fixed
 // order, so results are bitwise identical across runs and thread counts.
 #include "backend/backend.h"
+#include "util/bf16.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +16,9 @@ typedef real_t acc_t;
 // Dot product with 8 independent partial sums combined in a fixed order: the
 // compiler can vectorise it without -ffast-math, and the result depends only
 // on n, never on threads.
+// bf16 rounding in fp32 storage (precision bf16; a no-op question in the double gradcheck build).
+#define RB(x) ((real_t)pt_round_bf16((float)(x)))
+
 static inline acc_t dot(const real_t *restrict a, const real_t *restrict b, int n) {
     acc_t s[8] = {0};
     int i = 0;
@@ -105,7 +109,10 @@ static void ref_rmsnorm_forward(pt_backend *be, real_t *out, real_t *rstd, const
         real_t r = (real_t)1 / sqrt(ss / C + (real_t)eps);
         rstd[n] = r;
         real_t *y = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
+        if (be->bf16_casts)  // HF: weight * hidden.to(bf16), in bf16
+            for (int c = 0; c < C; c++) y[c] = RB(w[c] * RB(x[c] * r));
+        else
+            for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
     }
 }
 
@@ -142,7 +149,8 @@ static void ref_rope_forward(pt_backend *be, real_t *out, const real_t *inp, con
                 real_t tmp[D];
                 for (int i = 0; i < D; i++) {
                     real_t rot = i < h ? -inp[base + i + h] : inp[base + i - h];
-                    tmp[i] = inp[base + i] * cs[i] + rot * sn[i];
+                    tmp[i] = be->bf16_casts ? RB(RB(inp[base + i] * cs[i]) + RB(rot * sn[i]))
+                                            : inp[base + i] * cs[i] + rot * sn[i];
                 }
                 memcpy(out + base, tmp, sizeof tmp);
             }
@@ -269,8 +277,9 @@ static void ref_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_
 static inline real_t silu(real_t x) { return x / (1 + exp(-x)); }
 
 static void ref_swiglu_forward(pt_backend *be, real_t *out, const real_t *gate, const real_t *up, size_t n) {
+    const bool bf16 = be->bf16_casts;
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) out[i] = silu(gate[i]) * up[i];
+    for (size_t i = 0; i < n; i++) out[i] = bf16 ? RB(RB(silu(gate[i])) * up[i]) : silu(gate[i]) * up[i];
 }
 
 static void ref_swiglu_backward(pt_backend *be, real_t *dgate, real_t *dup, const real_t *dout, const real_t *gate,
@@ -305,6 +314,8 @@ static void ref_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, rea
             const real_t *x = inp + (size_t)n * C;
             real_t *l = lg + (size_t)r * V;
             for (int vv = 0; vv < V; vv++) l[vv] = dot(x, w + (size_t)vv * C, C);
+            if (be->bf16_casts)  // bf16 logits, then HF's logits.float() loss
+                for (int vv = 0; vv < V; vv++) l[vv] = RB(l[vv]);
             int t = targets[n];
             if (t < 0) {  // ignored row (-100): no loss, no gradient
                 for (int vv = 0; vv < V; vv++) l[vv] = 0;
@@ -319,6 +330,8 @@ static void ref_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, rea
             if (dinp) {
                 for (int vv = 0; vv < V; vv++) l[vv] = (real_t)(exp((double)l[vv] - lse)) * scale;
                 l[t] -= scale;
+                if (be->bf16_casts)  // the gradient flows back through .float(): bf16
+                    for (int vv = 0; vv < V; vv++) l[vv] = RB(l[vv]);
             }
         }
         if (!dinp) continue;
@@ -346,6 +359,11 @@ static void ref_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, rea
     *loss_sum = total;
     free(row_loss);
     pt_aligned_free(lg);
+}
+
+static void ref_round_bf16(pt_backend *be, real_t *dst, const real_t *src, size_t n) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) dst[i] = RB(src[i]);
 }
 
 static void ref_sum_squares(pt_backend *be, double *out, const real_t *g, size_t n) {
@@ -422,5 +440,6 @@ pt_backend *pt_backend_cpu_ref_create(void) {
     be->sum_squares = ref_sum_squares;
     be->scale = ref_scale;
     be->adamw = ref_adamw;
+    be->round_bf16 = ref_round_bf16;
     return be;
 }

@@ -48,6 +48,9 @@ static void help(void) {
            "  --activation-checkpointing P       none (default) | full (each layer recomputed in backward) |\n"
            "                                     selective[:every=N] (every Nth layer, 2) | op (keep matmul and\n"
            "                                     attention outputs, recompute norms, RoPE, SwiGLU); same results\n"
+           "  --precision fp32|bf16              bf16: bf16 weights and activations where HF's bf16 Qwen3 has\n"
+           "                                     them; fp32 accumulation, norm statistics, softmax, loss, master\n"
+           "                                     weights and AdamW state (docs/PRECISION.md). --bf16: the same\n"
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
@@ -143,6 +146,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--dp")) a.dp = (int)argp_int(&p);
         else if (!strcmp(o, "--mesh-order")) a.mesh_order = argp_value(&p);
         else if (!strcmp(o, "--activation-checkpointing")) a.activation_checkpointing = argp_value(&p);
+        else if (!strcmp(o, "--precision")) a.precision = argp_value(&p);
+        else if (!strcmp(o, "--bf16")) a.precision = "bf16";
         else if (!strcmp(o, "--shuffle")) a.shuffle = true;
         else if (!strcmp(o, "--data-mode")) {
             const char *v = argp_value(&p);
@@ -175,6 +180,8 @@ int cmd_train(int argc, char **argv) {
         }
         else return argp_unknown(&p, o);
     }
+    if (a.precision && strcmp(a.precision, "fp32") && strcmp(a.precision, "bf16"))
+        return cli_usage_error("train", "--precision must be fp32 or bf16 (got '%s')", a.precision);
     if (n_faults) {
         pt_fault_resolve_random(faults, n_faults, a.max_steps, 1);
         for (int i = 0; i < n_faults; i++) {

@@ -131,6 +131,7 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
                 pt_warn("%s: unexpected tensor \"%s\" ignored", s.files[k].path, name);
         }
     m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+    qwen3_params_changed(m);
     rc = 0;
 done:
     free(host);

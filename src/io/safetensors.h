@@ -7,6 +7,7 @@
 // data section exactly (no gaps, overlaps or trailing bytes); no duplicate
 // names. Errors name the file and the tensor.
 #pragma once
+#include "util/bf16.h"  // pt_bf16_to_float, pt_float_to_bf16
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,4 @@ typedef struct {
 int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta);
 
 // bf16 / f16 helpers
-float pt_bf16_to_float(uint16_t h);
-uint16_t pt_float_to_bf16(float f);  // round to nearest even, NaN preserved
 float pt_f16_to_float(uint16_t h);

@@ -100,6 +100,42 @@ int qwen3_set_activation_checkpointing(qwen3_model *m, int policy, int every) {
     return 0;
 }
 
+int qwen3_set_precision(qwen3_model *m, const char *precision) {
+    if (!precision || !strcmp(precision, "fp32")) return 0;
+    pt_backend *be = m->be;
+    if (strcmp(precision, "bf16")) {
+        pt_set_error("precision \"%s\" is not fp32 or bf16", precision);
+        return -1;
+    }
+    if (!be->round_bf16) {
+        pt_set_error("backend %s has no bf16 path (precision bf16)", be->name);
+        return -1;
+    }
+    if (m->act_memory || !m->params || m->par) {
+        pt_set_error("precision bf16 must be chosen on a single-process model before its activations are allocated");
+        return -1;
+    }
+    m->bf16 = 1;
+    be->bf16_casts = true;
+    m->wparams = be->alloc(be, sizeof(real_t) * m->num_params);
+    if (be->pack_bf16 && be->matmul_forward_bf16 && be->matmul_backward_bf16 && be->lm_head_xent_bf16)
+        m->wpacked = be->alloc(be, sizeof(uint16_t) * m->num_params);
+    bind_views(m, m->wparams, &m->embed, &m->final_norm, &m->lm_head, m->layers);
+    m->wparams_stale = 1;
+    return 0;
+}
+
+void qwen3_params_changed(qwen3_model *m) { m->wparams_stale = 1; }
+
+// bf16: the working copy the forward reads = the master weights rounded.
+static void refresh_working_weights(qwen3_model *m) {
+    if (!m->bf16 || !m->wparams_stale) return;
+    pt_backend *be = m->be;
+    be->round_bf16(be, m->wparams, m->params, m->num_params);
+    if (m->wpacked) be->pack_bf16(be, m->wpacked, m->wparams, m->num_params);
+    m->wparams_stale = 0;
+}
+
 int qwen3_layer_ac_mode(const qwen3_model *m, int layer) {
     switch (m->ac_policy) {
     case QWEN3_AC_FULL: return QWEN3_AC_FULL;
@@ -182,6 +218,8 @@ void qwen3_free(qwen3_model *m) {
     free_activations(m);
     if (m->params) m->be->free(m->be, m->params);
     if (m->grads) m->be->free(m->be, m->grads);
+    if (m->wparams) m->be->free(m->be, m->wparams);
+    if (m->wpacked) m->be->free(m->be, m->wpacked);
     free(m->tensors);
     free(m->layers);
     free(m->dlayers);
@@ -314,6 +352,10 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     rope_tables(c, T, cs, sn);
     be->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
     be->upload(be, m->rope_sin, sn, sizeof(real_t) * (size_t)T * D);
+    if (m->bf16) {  // HF: cos.to(x.dtype), sin.to(x.dtype)
+        be->round_bf16(be, m->rope_cos, m->rope_cos, (size_t)T * D);
+        be->round_bf16(be, m->rope_sin, m->rope_sin, (size_t)T * D);
+    }
     free(cs);
     free(sn);
     m->max_B = B;
@@ -346,6 +388,24 @@ static void grads_ready(qwen3_model *m, int unit) {
 static void tp_allreduce(qwen3_model *m, real_t *x, size_t n) {
     if (m->par && m->par->tp_size > 1) m->par->tp_allreduce(m->par->ctx, x, n);
 }
+// Precision bf16: Hugging Face's bf16 model holds this tensor in bf16 here.
+static void cast(qwen3_model *m, real_t *x, size_t n) {
+    if (m->bf16) m->be->round_bf16(m->be, x, x, n);
+}
+static const uint16_t *packed(const qwen3_model *m, const real_t *w) { return m->wpacked + (w - m->wparams); }
+// Linear layer; under bf16 the output is a bf16 tensor (fp32 accumulation).
+static void linear_forward(qwen3_model *m, real_t *out, const real_t *inp, const real_t *w, int N, int C, int OC) {
+    pt_backend *be = m->be;
+    if (m->wpacked) be->matmul_forward_bf16(be, out, inp, w, packed(m, w), N, C, OC);
+    else be->matmul_forward(be, out, inp, w, N, C, OC);
+}
+static void linear_backward(qwen3_model *m, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                            const real_t *w, int N, int C, int OC) {
+    pt_backend *be = m->be;
+    if (m->wpacked) be->matmul_backward_bf16(be, dinp, dw, dout, inp, w, packed(m, w), N, C, OC);
+    else be->matmul_backward(be, dinp, dw, dout, inp, w, N, C, OC);
+}
+
 // The tied lm_head is the embedding: unit 0 again.
 static void gather_lm_head(qwen3_model *m) {
     gather(m, m->cfg.tie_word_embeddings ? 0 : m->cfg.num_hidden_layers + 1);
@@ -355,6 +415,9 @@ static void lm_head_xent(qwen3_model *m, double *loss_sum, real_t *dinp, real_t 
     const int C = m->cfg.hidden_size, V = m->cfg.vocab_size;
     if (m->par && m->par->tp_size > 1)
         m->par->tp_lm_head_xent(m->par->ctx, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
+    else if (m->wpacked)
+        be->lm_head_xent_bf16(be, loss_sum, dinp, dw, m->lnf, m->lm_head, packed(m, m->lm_head), m->targets, N, C, V,
+                              scale);
     else
         be->lm_head_xent(be, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
 }
@@ -372,26 +435,36 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     const qwen3_layer_params *p = &m->layers[l];
     // attention block
     be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
-    be->matmul_forward(be, a->q_raw, a->ln1, p->q, N, C, H * D);
-    be->matmul_forward(be, a->k_raw, a->ln1, p->k, N, C, KV * D);
-    be->matmul_forward(be, a->v, a->ln1, p->v, N, C, KV * D);
+    linear_forward(m, a->q_raw, a->ln1, p->q, N, C, H * D);
+    linear_forward(m, a->k_raw, a->ln1, p->k, N, C, KV * D);
+    linear_forward(m, a->v, a->ln1, p->v, N, C, KV * D);
+    cast(m, a->q_raw, (size_t)N * H * D);
+    cast(m, a->k_raw, (size_t)N * KV * D);
+    cast(m, a->v, (size_t)N * KV * D);
     be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
     be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
     be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
     be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
     be->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
-    be->matmul_forward(be, a->res_mid, a->att_out, p->o, N, H * D, C);
+    cast(m, a->att_out, (size_t)N * H * D);
+    linear_forward(m, a->res_mid, a->att_out, p->o, N, H * D, C);
     tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
+    cast(m, a->res_mid, (size_t)N * C);
     be->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
+    cast(m, a->res_mid, (size_t)N * C);
     // MLP block
     be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
-    be->matmul_forward(be, a->gate, a->ln2, p->gate, N, C, I);
-    be->matmul_forward(be, a->up, a->ln2, p->up, N, C, I);
+    linear_forward(m, a->gate, a->ln2, p->gate, N, C, I);
+    linear_forward(m, a->up, a->ln2, p->up, N, C, I);
+    cast(m, a->gate, (size_t)N * I);
+    cast(m, a->up, (size_t)N * I);
     be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
     if (for_backward) return;
-    be->matmul_forward(be, res_out, a->act, p->down, N, I, C);
+    linear_forward(m, res_out, a->act, p->down, N, I, C);
     tp_allreduce(m, res_out, (size_t)N * C);  // down_proj is row-parallel
+    cast(m, res_out, (size_t)N * C);
     be->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+    cast(m, res_out, (size_t)N * C);
 }
 
 // QWEN3_AC_OP: the element-wise results dropped in forward, again from the
@@ -435,6 +508,7 @@ static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, i
     const size_t N = (size_t)B * T;
     if (check_ids(m, ids, targets, N) != 0) return -1;
     if (qwen3_alloc_activations(m, B, T) != 0) return -1;
+    refresh_working_weights(m);
     int count = 0;
     if (targets)
         for (size_t i = 0; i < N; i++) count += targets[i] != -100;
@@ -471,7 +545,8 @@ int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, in
     gather_lm_head(m);
     if (logits_out) {
         real_t *lg = be->alloc(be, sizeof(real_t) * (size_t)N * V);
-        be->matmul_forward(be, lg, m->lnf, m->lm_head, N, C, V);
+        linear_forward(m, lg, m->lnf, m->lm_head, N, C, V);
+        cast(m, lg, (size_t)N * V);  // HF's bf16 logits
         if (sizeof(real_t) == sizeof(float)) {
             be->download(be, logits_out, lg, sizeof(float) * (size_t)N * V);
         } else {
@@ -499,10 +574,14 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
     gather_lm_head(m);
     lm_head_xent(m, loss_sum, m->d_ln, m->dlm_head, N, loss_scale);
     tp_allreduce(m, m->d_ln, (size_t)N * C);  // vocabulary-parallel lm_head: partial d(lnf)
+    cast(m, m->d_ln, (size_t)N * C);
     gather(m, c->num_hidden_layers + 1);
     be->zero(be, m->d_res, sizeof(real_t) * (size_t)N * C);
     be->rmsnorm_backward(be, m->d_res, m->dfinal_norm, m->d_ln, m->res_final, m->final_norm, m->lnf_rstd, N, C);
+    cast(m, m->d_res, (size_t)N * C);
     grads_ready(m, c->num_hidden_layers + 1);
+    // Under bf16 every activation gradient below is a bf16 tensor (cast after
+    // each op, as autograd on a bf16 model); weight gradients stay fp32.
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         gather(m, l + 1);
         const int ac = qwen3_layer_ac_mode(m, l);
@@ -513,30 +592,43 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         const qwen3_layer_params *dp = &m->dlayers[l];
         // d_res = d(res_out). MLP: res_out = res_mid + down(silu(gate) * up)
         be->zero(be, m->d_act, sizeof(real_t) * (size_t)N * I);
-        be->matmul_backward(be, m->d_act, dp->down, m->d_res, a->act, p->down, N, I, C);
+        linear_backward(m, m->d_act, dp->down, m->d_res, a->act, p->down, N, I, C);
+        cast(m, m->d_act, (size_t)N * I);
         be->swiglu_backward(be, m->d_gate, m->d_up, m->d_act, a->gate, a->up, (size_t)N * I);
+        cast(m, m->d_gate, (size_t)N * I);
+        cast(m, m->d_up, (size_t)N * I);
         be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
-        be->matmul_backward(be, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
-        be->matmul_backward(be, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
+        linear_backward(m, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
+        linear_backward(m, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
         tp_allreduce(m, m->d_ln, (size_t)N * C);  // gate/up are column-parallel: partial d(ln2)
+        cast(m, m->d_ln, (size_t)N * C);
         be->rmsnorm_backward(be, m->d_res, dp->post_norm, m->d_ln, a->res_mid, p->post_norm, a->ln2_rstd, N, C);
+        cast(m, m->d_res, (size_t)N * C);
         // d_res = d(res_mid). Attention: res_mid = res_in + o(attn(...))
         be->zero(be, m->d_att, sizeof(real_t) * (size_t)N * H * D);
-        be->matmul_backward(be, m->d_att, dp->o, m->d_res, a->att_out, p->o, N, H * D, C);
+        linear_backward(m, m->d_att, dp->o, m->d_res, a->att_out, p->o, N, H * D, C);
+        cast(m, m->d_att, (size_t)N * H * D);
         be->attention_backward(be, m->d_q, m->d_k, m->d_v, m->d_att, a->q, a->k, a->v, a->att_out, a->att_saved,
                                B, T, H, KV, D);
         be->rope_backward(be, m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D);
         be->rope_backward(be, m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, KV, D);
+        cast(m, m->d_q, (size_t)N * H * D);
+        cast(m, m->d_k, (size_t)N * KV * D);
+        cast(m, m->d_v, (size_t)N * KV * D);
         be->zero(be, m->d_qn, sizeof(real_t) * (size_t)N * H * D);
         be->rmsnorm_backward(be, m->d_qn, dp->q_norm, m->d_q, a->q_raw, p->q_norm, a->q_rstd, N * H, D);
+        cast(m, m->d_qn, (size_t)N * H * D);
         be->zero(be, m->d_kn, sizeof(real_t) * (size_t)N * KV * D);
         be->rmsnorm_backward(be, m->d_kn, dp->k_norm, m->d_k, a->k_raw, p->k_norm, a->k_rstd, N * KV, D);
+        cast(m, m->d_kn, (size_t)N * KV * D);
         be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
-        be->matmul_backward(be, m->d_ln, dp->q, m->d_qn, a->ln1, p->q, N, C, H * D);
-        be->matmul_backward(be, m->d_ln, dp->k, m->d_kn, a->ln1, p->k, N, C, KV * D);
-        be->matmul_backward(be, m->d_ln, dp->v, m->d_v, a->ln1, p->v, N, C, KV * D);
+        linear_backward(m, m->d_ln, dp->q, m->d_qn, a->ln1, p->q, N, C, H * D);
+        linear_backward(m, m->d_ln, dp->k, m->d_kn, a->ln1, p->k, N, C, KV * D);
+        linear_backward(m, m->d_ln, dp->v, m->d_v, a->ln1, p->v, N, C, KV * D);
         tp_allreduce(m, m->d_ln, (size_t)N * C);  // q/k/v are column-parallel: partial d(ln1)
+        cast(m, m->d_ln, (size_t)N * C);
         be->rmsnorm_backward(be, m->d_res, dp->input_norm, m->d_ln, a->res_in, p->input_norm, a->ln1_rstd, N, C);
+        cast(m, m->d_res, (size_t)N * C);
         grads_ready(m, l + 1);
     }
     gather(m, 0);
@@ -562,6 +654,7 @@ void qwen3_init_weights(qwen3_model *m, uint64_t seed) {
     }
     m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
     free(host);
+    qwen3_params_changed(m);
 }
 
 double qwen3_train_flops_per_token(const qwen3_config *c, int T) {

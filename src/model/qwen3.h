@@ -101,7 +101,24 @@ struct qwen3_model {
     size_t act_bytes;
     int32_t *host_ids, *host_targets;  // [N] host scratch: ids mapped into the vocabulary shard
     int ac_policy, ac_every;      // activation checkpointing (qwen3_set_activation_checkpointing)
+    // Precision bf16 (qwen3_set_precision): `params` stay the fp32 master
+    // weights; the views above point into `wparams`, their bf16-rounded copy
+    // (refreshed before a forward after qwen3_params_changed), and `wpacked`
+    // holds it as packed bf16 for backends with bf16 matmuls (else NULL).
+    int bf16;
+    real_t *wparams;
+    uint16_t *wpacked;
+    int wparams_stale;
 };
+
+// "fp32" (default) or "bf16": bf16 weights and activations where Hugging
+// Face's bf16 Qwen3 holds bf16 tensors, fp32 accumulation, norm statistics,
+// softmax and loss, fp32 master weights and gradients. Before the activations
+// are allocated; single process (not under TP/FSDP).
+int qwen3_set_precision(qwen3_model *m, const char *precision);
+// Call after anything writes m->params (optimizer step, loading): under bf16
+// the working copy is re-rounded before the next forward.
+void qwen3_params_changed(qwen3_model *m);
 
 // Activation checkpointing policies. FULL: a layer keeps only its input and is
 // recomputed in backward; SELECTIVE: every Nth layer (layers N-1, 2N-1, ...)

@@ -195,6 +195,7 @@ void pt_fault_after_update(long step, qwen3_model *m) {
     if (fired == step || !armed(PT_FAULT_NAN_WEIGHTS, step)) return;
     fired = step;
     poison(m->be, m->params);
+    qwen3_params_changed(m);
 }
 
 void pt_fault_after_step(long step) {

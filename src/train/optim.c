@@ -42,4 +42,5 @@ void pt_adamw_step(pt_adamw *opt, const pt_adamw_hparams *h) {
         m->be->adamw(m->be, m->params + t->offset, m->grads + t->offset, opt->m + t->offset, opt->v + t->offset,
                      t->numel, h->lr, h->beta1, h->beta2, h->eps, wd, opt->t);
     }
+    qwen3_params_changed(m);
 }

@@ -112,6 +112,7 @@ int pt_load_train_state(ckpt *c, qwen3_model *m, pt_adamw *opt) {
         }
     if (host)
         for (int g = 0; g < 3; g++) m->be->upload(m->be, bufs[g], host + g * np, sizeof(float) * np);
+    qwen3_params_changed(m);
     rc = 0;
 done:
     free(host);

@@ -76,6 +76,7 @@ static cJSON *args_json(const pt_train_args *a) {
     if (a->mtbf_hours > 0) cJSON_AddNumberToObject(r, "mtbf_hours", a->mtbf_hours);
     if (a->activation_checkpointing)
         cJSON_AddStringToObject(r, "activation_checkpointing", a->activation_checkpointing);
+    cJSON_AddStringToObject(r, "precision", a->precision ? a->precision : "fp32");
     cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
     cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
     static const char *const pol[] = {"stop", "skip", "rollback"};
@@ -521,6 +522,14 @@ int pt_train(const pt_train_args *a) {
         if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0 ||
             qwen3_set_activation_checkpointing(mdl, acp, ace) != 0)
             goto setup_done;
+    }
+    if (a->precision && strcmp(a->precision, "fp32")) {
+        if (P) {
+            pt_set_error("--precision %s runs on a single process in this build (not under --tp/--fsdp/--dp)",
+                         a->precision);
+            goto setup_done;
+        }
+        if (qwen3_set_precision(mdl, a->precision) != 0) goto setup_done;
     }
     if (qwen3_alloc_activations(mdl, B, T) != 0) goto setup_done;
     snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
