@@ -17,6 +17,10 @@
 // rejects is rebuilt from source. Build time, cache hits/misses and the
 // number of shape recompilations are reported through compile_stats.
 //
+// bf16 (precision bf16, backend.h): round_bf16 and the in-kernel casts under
+// bf16_casts (a kernel argument); no packed-bf16 fast path, so the model runs
+// the fp32 GEMMs on bf16-exact operands, which is exactly bf16 semantics.
+//
 // Determinism: one in-order queue; every output element is produced by one
 // work-item in a fixed reduction order (opencl.cl); host-side sums (losses,
 // sums of squares) add device partials in index order in double.
@@ -76,7 +80,7 @@ typedef struct {
     cl_program base;
     bool tiled_gemm;  // PT_OPENCL_GEMM=tiled: the local-memory kernel for every layout
     cl_kernel k_gemm, k_gemm_nt, k_gemm_nn_tn, k_sum_slices, k_emb_fwd, k_emb_bwd, k_rms_fwd, k_rms_bwd_dinp, k_rms_bwd_dw, k_swiglu_fwd,
-        k_swiglu_bwd, k_add, k_scale, k_adamw, k_sumsq, k_xent;
+        k_swiglu_bwd, k_add, k_scale, k_adamw, k_sumsq, k_xent, k_round_bf16;
     ocl_variant *vars;
     int nvars;
     ocl_alloc *allocs;
@@ -497,6 +501,7 @@ static void ocl_rmsnorm_forward(pt_backend *be, real_t *out, real_t *rstd, const
     ocl *o = O(be);
     argl a = {o->k_rms_fwd, 0, o};
     a_ptr(&a, out); a_ptr(&a, rstd); a_ptr(&a, inp); a_ptr(&a, w); a_int(&a, N); a_int(&a, C); a_float(&a, eps);
+    a_int(&a, be->bf16_casts);
     launch1(o, o->k_rms_fwd, N, 16);
 }
 
@@ -518,6 +523,7 @@ static void rope(pt_backend *be, bool fwd, real_t *out, const real_t *inp, const
     cl_kernel k = fwd ? v->rope_fwd : v->rope_bwd;
     argl a = {k, 0, o};
     a_ptr(&a, out); a_ptr(&a, inp); a_ptr(&a, cos); a_ptr(&a, sin); a_int(&a, B); a_int(&a, NH);
+    if (fwd) a_int(&a, be->bf16_casts);  // (the backward never rounds)
     launch1(o, k, (size_t)B * T * NH * (D / 2), 64);
 }
 static void ocl_rope_forward(pt_backend *be, real_t *out, const real_t *inp, const real_t *cos, const real_t *sin,
@@ -561,7 +567,7 @@ static void ocl_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_
 static void ocl_swiglu_forward(pt_backend *be, real_t *out, const real_t *gate, const real_t *up, size_t n) {
     ocl *o = O(be);
     argl a = {o->k_swiglu_fwd, 0, o};
-    a_ptr(&a, out); a_ptr(&a, gate); a_ptr(&a, up); a_ulong(&a, n);
+    a_ptr(&a, out); a_ptr(&a, gate); a_ptr(&a, up); a_ulong(&a, n); a_int(&a, be->bf16_casts);
     launch1(o, o->k_swiglu_fwd, n, 64);
 }
 
@@ -589,7 +595,9 @@ static void ocl_scale(pt_backend *be, real_t *x, float s, size_t n) {
 
 // Row chunks of R rows: logits[R,V] = inp @ w^T (GEMM), per-row loss and
 // gradient in place (xent_rows), then dinp[chunk] = g @ w (overwrite) and
-// dw += g^T @ inp[chunk]. Only one chunk's logits exist at a time.
+// dw += g^T @ inp[chunk]. Only one chunk's logits exist at a time. Under
+// bf16_casts xent_rows rounds the logits and the gradient in place, so both
+// backward GEMMs read bf16 values.
 static void ocl_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
                              const real_t *w, const int32_t *targets, int N, int C, int V, float scale) {
     ocl *o = O(be);
@@ -608,7 +616,7 @@ static void ocl_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, rea
         gemm(o, nc, V, C, im, io + (size_t)n0 * C, C, 1, wm, wo, 1, C, lg, 0, V, 0);
         argl a = {o->k_xent, 0, o};
         a_mem(&a, lg); a_int(&a, V); a_ptr(&a, targets); a_mem(&a, ls); a_int(&a, n0); a_float(&a, scale);
-        a_int(&a, grad);
+        a_int(&a, grad); a_int(&a, be->bf16_casts);
         size_t g = (size_t)nc * XWG, l = XWG;
         ck(clEnqueueNDRangeKernel(o->queue, o->k_xent, 1, NULL, &g, &l, 0, NULL, NULL), "clEnqueueNDRangeKernel (xent)");
         if (!grad) continue;
@@ -621,6 +629,13 @@ static void ocl_lm_head_xent(pt_backend *be, double *loss_sum, real_t *dinp, rea
     for (int n = 0; n < N; n++) total += rl[n];
     free(rl);
     *loss_sum = total;
+}
+
+static void ocl_round_bf16(pt_backend *be, real_t *dst, const real_t *src, size_t n) {
+    ocl *o = O(be);
+    argl a = {o->k_round_bf16, 0, o};
+    a_ptr(&a, dst); a_ptr(&a, src); a_ulong(&a, n);
+    launch1(o, o->k_round_bf16, n, 64);
 }
 
 static void ocl_sum_squares(pt_backend *be, double *out, const real_t *g, size_t n) {
@@ -677,7 +692,8 @@ static void ocl_destroy(pt_backend *be) {
     }
     free(o->vars);
     cl_kernel ks[] = {o->k_gemm, o->k_gemm_nt, o->k_gemm_nn_tn, o->k_sum_slices, o->k_emb_fwd, o->k_emb_bwd, o->k_rms_fwd, o->k_rms_bwd_dinp, o->k_rms_bwd_dw,
-                      o->k_swiglu_fwd, o->k_swiglu_bwd, o->k_add, o->k_scale, o->k_adamw, o->k_sumsq, o->k_xent};
+                      o->k_swiglu_fwd, o->k_swiglu_bwd, o->k_add, o->k_scale, o->k_adamw, o->k_sumsq, o->k_xent,
+                      o->k_round_bf16};
     for (size_t i = 0; i < PT_ARRAY_LEN(ks); i++)
         if (ks[i]) clReleaseKernel(ks[i]);
     if (o->base) clReleaseProgram(o->base);
@@ -880,6 +896,7 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
     o->k_adamw = kernel(o->base, "adamw");
     o->k_sumsq = kernel(o->base, "sum_squares");
     o->k_xent = kernel(o->base, "xent_rows");
+    o->k_round_bf16 = kernel(o->base, "round_bf16");
 
     be->name = "opencl";
     be->host_memory = false;
@@ -909,6 +926,8 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
     be->sum_squares = ocl_sum_squares;
     be->scale = ocl_scale;
     be->adamw = ocl_adamw;
+    // bf16: rounding kernels only; the model runs the fp32 matmuls on bf16-exact operands
+    be->round_bf16 = ocl_round_bf16;
     be->compile_stats = ocl_compile_stats;
     return be;
 }

@@ -20,7 +20,30 @@
 //   SWG             work-group size of the sum-of-squares kernel
 //   SEQ HD          (shape-specialised programs only) sequence length and
 //                   head dim of the attention and RoPE kernels.
+//
+// bf16 (precision bf16, backend.h "bf16"): tensors stay fp32 holding
+// bf16-exact values. The kernels whose PyTorch counterpart rounds inside the
+// op take an int `bf16` argument (the model sets the flag after the base
+// program is built, so it is not a compile-time variant) and round there with
+// bf16_round, bit for bit util/bf16.h.
 #pragma OPENCL FP_CONTRACT OFF
+
+// ------------------------------------------------------------ bf16
+// Round to nearest even on the bits (no float arithmetic, so no contraction,
+// flush-to-zero or rounding mode can change it); a NaN stays a quiet NaN.
+static uint bf16_round_bits(uint u) {
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffff0000u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+// A product passed here is first the correctly rounded fp32 product: its bits
+// are needed, so it can never be fused into an fma with a later add.
+static float bf16_round(float f) { return as_float(bf16_round_bits(as_uint(f))); }
+
+// dst[i] = bf16(src[i]) on the bit patterns (dst may alias src).
+__kernel void round_bf16(__global uint *dst, ulong dst_o, __global const uint *src, ulong src_o, ulong n) {
+    const size_t i = get_global_id(0);
+    if (i < n) dst[dst_o + i] = bf16_round_bits(src[src_o + i]);
+}
 
 // ------------------------------------------------------------ GEMM
 // C[m,n] = (accumulate ? C[m,n] : 0) + sum_k A(m,k) * B(k,n) over k = 0..K-1
@@ -229,7 +252,7 @@ __kernel void embedding_backward(__global float *dwte, ulong dwte_o, __global co
 // One work-item per row (sequential sum of squares, as cpu-ref).
 __kernel void rmsnorm_forward(__global float *out, ulong out_o, __global float *rstd, ulong rstd_o,
                               __global const float *inp, ulong inp_o, __global const float *w, ulong w_o, int N,
-                              int C, float eps) {
+                              int C, float eps, int bf16) {
     const int n = get_global_id(0);
     if (n >= N) return;
     __global const float *x = inp + inp_o + (size_t)n * C;
@@ -239,7 +262,10 @@ __kernel void rmsnorm_forward(__global float *out, ulong out_o, __global float *
     const float r = 1.0f / sqrt(ss / C + eps);
     rstd[rstd_o + n] = r;
     __global float *y = out + out_o + (size_t)n * C;
-    for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
+    if (bf16)  // HF: weight * hidden.to(bf16), in bf16
+        for (int c = 0; c < C; c++) y[c] = bf16_round(w[c] * bf16_round(x[c] * r));
+    else
+        for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
 }
 
 // dinp[n,:] += r * (g*w - xhat * mean(g*w*xhat)), one work-item per row.
@@ -276,11 +302,11 @@ __kernel void rmsnorm_backward_dw(__global float *dw, ulong dw_o, __global const
 static float silu_sig(float x) { return 1.0f / (1.0f + exp(-x)); }
 
 __kernel void swiglu_forward(__global float *out, ulong out_o, __global const float *gate, ulong gate_o,
-                             __global const float *up, ulong up_o, ulong n) {
+                             __global const float *up, ulong up_o, ulong n, int bf16) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float x = gate[gate_o + i];
-    out[out_o + i] = x / (1.0f + exp(-x)) * up[up_o + i];
+    const float x = gate[gate_o + i], silu = x / (1.0f + exp(-x));
+    out[out_o + i] = bf16 ? bf16_round(bf16_round(silu) * up[up_o + i]) : silu * up[up_o + i];
 }
 
 __kernel void swiglu_backward(__global float *dgate, ulong dgate_o, __global float *dup, ulong dup_o,
@@ -354,7 +380,7 @@ void sum_squares(__global float *part, __global const float *g, ulong g_o, ulong
 // (target < 0) gives loss 0 and a zero gradient row.
 __kernel __attribute__((reqd_work_group_size(XWG, 1, 1)))
 void xent_rows(__global float *lg, int V, __global const int *tg, ulong tg_o, __global float *loss, int row0,
-               float scale, int grad) {
+               float scale, int grad, int bf16) {
     __local float red[XWG];
     const int r = get_group_id(0), lid = get_local_id(0);
     __global float *l = lg + (size_t)r * V;
@@ -366,9 +392,12 @@ void xent_rows(__global float *lg, int V, __global const int *tg, ulong tg_o, __
         return;
     }
     float mx = -INFINITY;
-    for (int v = lid; v < V; v += XWG) mx = fmax(mx, l[v]);
+    for (int v = lid; v < V; v += XWG) {
+        if (bf16) l[v] = bf16_round(l[v]);  // bf16 logits, then HF's logits.float() loss
+        mx = fmax(mx, l[v]);
+    }
     red[lid] = mx;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);  // (global: the rounded l[t] is read by all)
     for (int h = XWG / 2; h > 0; h >>= 1) {
         if (lid < h) red[lid] = fmax(red[lid], red[lid + h]);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -389,8 +418,9 @@ void xent_rows(__global float *lg, int V, __global const int *tg, ulong tg_o, __
     if (lid == 0) loss[row0 + r] = lse - lt;
     if (!grad) return;
     for (int v = lid; v < V; v += XWG) {
-        l[v] = exp(l[v] - lse) * scale;
-        if (v == t) l[v] -= scale;  // same work-item as the write above: ordered
+        float g = exp(l[v] - lse) * scale;
+        if (v == t) g -= scale;
+        l[v] = bf16 ? bf16_round(g) : g;  // bf16: the gradient flows back through .float()
     }
 }
 
@@ -401,7 +431,7 @@ void xent_rows(__global float *lg, int V, __global const int *tg, ulong tg_o, __
 // out may alias inp.
 __kernel void rope_forward(__global float *out, ulong out_o, __global const float *inp, ulong inp_o,
                            __global const float *cs, ulong cs_o, __global const float *sn, ulong sn_o, int B,
-                           int NH) {
+                           int NH, int bf16) {
     const int h = HD / 2;
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)B * SEQ * NH * h) return;
@@ -412,8 +442,13 @@ __kernel void rope_forward(__global float *out, ulong out_o, __global const floa
     cs += cs_o + (size_t)t * HD;
     sn += sn_o + (size_t)t * HD;
     const float x1 = inp[inp_o + base + i], x2 = inp[inp_o + base + i + h];
-    out[out_o + base + i] = x1 * cs[i] + (-x2) * sn[i];
-    out[out_o + base + i + h] = x2 * cs[i + h] + x1 * sn[i + h];
+    if (bf16) {  // HF: each product a bf16 tensor, then their bf16 sum
+        out[out_o + base + i] = bf16_round(bf16_round(x1 * cs[i]) + bf16_round((-x2) * sn[i]));
+        out[out_o + base + i + h] = bf16_round(bf16_round(x2 * cs[i + h]) + bf16_round(x1 * sn[i + h]));
+    } else {
+        out[out_o + base + i] = x1 * cs[i] + (-x2) * sn[i];
+        out[out_o + base + i + h] = x2 * cs[i + h] + x1 * sn[i + h];
+    }
 }
 
 // dinp = R^T dout (overwrites; may alias dout), same pairing.
