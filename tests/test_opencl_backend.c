@@ -6,6 +6,10 @@
 //   all three GEMM paths (register-blocked, split-K for long reductions, the
 //   local-memory tiled kernel with odd tile sizes);
 //   embedding ids < 0 (zero row forward, skipped backward);
+// - bf16 (precision bf16): round_bf16 bitwise equal to cpu-ref's on random bit
+//   patterns, ties, NaN, inf and denormals; the in-kernel casts of rmsnorm,
+//   rope, swiglu and lm_head_xent (bf16_casts set) against cpu-ref's, counted
+//   in bf16 ulps;
 // - whole-model parity on the golden fixtures: step-0 loss within 1e-5
 //   relative, every gradient tensor within 1e-4 of its max magnitude;
 // - 50-step training loss curves within 1e-4 relative at every step;
@@ -17,6 +21,7 @@
 #include "io/hf_model.h"
 #include "train/trainer.h"
 #include "util/common.h"
+#include "util/bf16.h"
 #include "util/fileio.h"
 #include "testutil.h"
 
@@ -306,6 +311,203 @@ static void check_xent(int N, int C, int V) {
     pt_aligned_free(dw1); pt_aligned_free(dw2);
 }
 
+// ------------------------------------------------------------ bf16
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+// Distance in bf16 ulps of two bf16-exact values (on the ordered integer line,
+// so it also counts across zero).
+static long bf16_ulps(float a, float b) {
+    const uint32_t ua = bits(a), ub = bits(b);
+    const long ka = ua >> 31 ? -(long)(ua & 0x7fffffffu) : (long)ua;
+    const long kb = ub >> 31 ? -(long)(ub & 0x7fffffffu) : (long)ub;
+    return labs(ka - kb) >> 16;
+}
+static bool all_bf16_exact(const float *a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (bits(a[i]) & 0xffffu) return false;
+    return true;
+}
+// Elements differing from want, and the largest difference in bf16 ulps.
+static size_t bf16_mismatches(const float *got, const float *want, size_t n, long *max_ulps) {
+    size_t diff = 0;
+    *max_ulps = 0;
+    for (size_t i = 0; i < n; i++)
+        if (bits(got[i]) != bits(want[i])) {
+            diff++;
+            long u = bf16_ulps(got[i], want[i]);
+            if (u > *max_ulps) *max_ulps = u;
+        }
+    return diff;
+}
+// n values rounded to bf16 (what the model's bf16 tensors hold).
+static float *rnd_bf16(size_t n, float amp) {
+    float *p = rnd(n, amp);
+    for (size_t i = 0; i < n; i++) p[i] = pt_round_bf16(p[i]);
+    return p;
+}
+
+static void check_round_bf16(void) {
+    reset_arena();
+    const uint32_t special[] = {
+        0x00000000u, 0x80000000u,                            // +-0
+        0x7f800000u, 0xff800000u,                            // +-inf
+        0x7f800001u, 0xff800001u, 0x7fc00000u, 0xffffffffu,  // signalling and quiet NaNs
+        0x7f808000u, 0x7fbf0000u,                            // NaNs whose rounding would carry into inf
+        0x00000001u, 0x00008000u, 0x00018000u, 0x007fffffu,  // denormals (ties among them)
+        0x807fffffu, 0x80008001u,
+        0x3f808000u, 0x3f818000u,                            // ties to even, down and up
+        0x3f807fffu, 0x3f808001u, 0xbf808000u, 0xbf818000u,  // one either side of a tie
+        0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0xff7fffffu,  // near FLT_MAX: up to inf, or not
+        0x00800000u, 0x007f8000u,                            // smallest normal; a tie up to it
+    };
+    const size_t ns = PT_ARRAY_LEN(special), n = 300007;  // many work-groups, odd tail
+    float *x = pt_aligned_alloc(sizeof(float) * n);
+    uint64_t r = 12345;
+    for (size_t i = 0; i < n; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(r >> 32);
+        if (i < ns) u = special[i];
+        else if (i % 4 == 1) u = (u & 0xffff0000u) | 0x8000u;  // exact ties, both parities of bit 16
+        else if (i % 4 == 2) u &= 0x807fffffu;                 // denormals
+        x[i] = from_bits(u);
+    }
+    float *want = pt_aligned_alloc(sizeof(float) * n);
+    ref->round_bf16(ref, want, x, n);
+    float *dX = putf(x, n), *dY = putf(x, n);
+    ocl->round_bf16(ocl, dY, dX, n);  // out of place
+    ocl->round_bf16(ocl, dX, dX, n);  // in place
+    float *y = get(dY, n), *z = get(dX, n);
+    CHECK(!memcmp(y, want, sizeof(float) * n), "round_bf16 (out of place) differs bitwise from cpu-ref");
+    CHECK(!memcmp(z, want, sizeof(float) * n), "round_bf16 (in place) differs bitwise from cpu-ref");
+    size_t bad = 0;
+    for (size_t i = 0; i < ns; i++) bad += bits(y[i]) != bits(want[i]);
+    CHECK(bits(want[16]) == 0x3f800000u && bits(want[17]) == 0x3f820000u && bits(want[23]) == 0x7f800000u &&
+              (bits(want[4]) & 0x7fffffffu) > 0x7f800000u && (bits(want[8]) & 0x7fffffffu) > 0x7f800000u,
+          "cpu-ref round_bf16: ties, NaN or overflow not as util/bf16.h documents");
+    printf("round_bf16: %zu values (%zu special) bitwise equal to cpu-ref: %s\n", n, ns,
+           !memcmp(y, want, sizeof(float) * n) && !bad ? "yes" : "NO");
+    pt_aligned_free(x); pt_aligned_free(want); pt_aligned_free(y); pt_aligned_free(z);
+}
+
+// The four kernels that round inside the op under bf16_casts, on bf16-exact
+// inputs as the model gives them. Tolerances (measured numbers printed):
+// - swiglu, rope: every product is rounded to fp32 then to bf16 on the bits
+//   on both backends, so bitwise, except that swiglu's silu uses the device's
+//   fp32 exp where cpu-ref's goes through double: a 1-ulp fp32 difference
+//   flips bf16(silu) near a rounding boundary, hence at most 1 in 10^4
+//   elements may differ, by at most 2 bf16 ulps;
+// - rmsnorm: a row is bitwise equal where the fp32 rstd is (cpu-ref's 1/sqrt
+//   goes through double); elsewhere within 2 bf16 ulps (1 ulp in bf16(x*r),
+//   carried through the weight multiply);
+// - lm_head_xent: the logits GEMM sums in another order than cpu-ref, so a
+//   bf16 logit may differ by 1 ulp; the loss stays within 1e-5 relative
+//   and the gradients, products of bf16-rounded d(logits), within 1e-3 of
+//   their max magnitude; loss and dinp at least 10x closer to cpu-ref's bf16
+//   results than cpu-ref's fp32 ones are (the casts are in effect).
+static void check_bf16_kernels(void) {
+    reset_arena();
+    ref->bf16_casts = ocl->bf16_casts = true;
+    long ulps;
+    size_t diff;
+    {  // swiglu
+        const size_t n = 100003;
+        float *g = rnd_bf16(n, 8), *u = rnd_bf16(n, 2), *want = rnd(n, 1);
+        float *dG = putf(g, n), *dU = putf(u, n), *dO = putf(want, n);
+        ref->swiglu_forward(ref, want, g, u, n);
+        ocl->swiglu_forward(ocl, dO, dG, dU, n);
+        float *got = get(dO, n);
+        diff = bf16_mismatches(got, want, n, &ulps);
+        printf("bf16 swiglu_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps)\n", diff, n, ulps);
+        CHECK(all_bf16_exact(got, n), "bf16 swiglu_forward: output not bf16-exact");
+        CHECK(diff * 10000 <= n && ulps <= 2, "bf16 swiglu_forward: %zu differ, max %ld bf16 ulps", diff, ulps);
+        pt_aligned_free(g); pt_aligned_free(u); pt_aligned_free(want); pt_aligned_free(got);
+    }
+    {  // rope, in place as the model calls it
+        const int B = 2, T = 19, NH = 3, D = 24;
+        const size_t n = (size_t)B * T * NH * D;
+        float *cs = rnd_bf16((size_t)T * D, 1), *sn = rnd_bf16((size_t)T * D, 1), *x = rnd_bf16(n, 3);
+        float *dC = putf(cs, (size_t)T * D), *dS = putf(sn, (size_t)T * D), *dX = putf(x, n);
+        ref->rope_forward(ref, x, x, cs, sn, B, T, NH, D);
+        ocl->rope_forward(ocl, dX, dX, dC, dS, B, T, NH, D);
+        float *got = get(dX, n);
+        diff = bf16_mismatches(got, x, n, &ulps);
+        printf("bf16 rope_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps)\n", diff, n, ulps);
+        CHECK(all_bf16_exact(got, n), "bf16 rope_forward: output not bf16-exact");
+        CHECK(diff == 0, "bf16 rope_forward: %zu elements differ from cpu-ref (max %ld bf16 ulps)", diff, ulps);
+        pt_aligned_free(cs); pt_aligned_free(sn); pt_aligned_free(x); pt_aligned_free(got);
+    }
+    {  // rmsnorm
+        const int N = 1000, C = 72;
+        const size_t n = (size_t)N * C;
+        float *x = rnd_bf16(n, 2), *w = rnd_bf16(C, 1), *y = rnd(n, 1), *r = rnd(N, 1);
+        float *dX = putf(x, n), *dW = putf(w, C), *dY = putf(y, n), *dR = putf(r, N);
+        ref->rmsnorm_forward(ref, y, r, x, w, N, C, 1e-6f);
+        ocl->rmsnorm_forward(ocl, dY, dR, dX, dW, N, C, 1e-6f);
+        float *got = get(dY, n), *rg = get(dR, N);
+        int rows_rstd_differ = 0, rows_same_rstd_differ = 0;
+        long worst = 0;
+        for (int i = 0; i < N; i++) {
+            const size_t row = (size_t)i * C;
+            diff = bf16_mismatches(got + row, y + row, C, &ulps);
+            if (ulps > worst) worst = ulps;
+            if (bits(rg[i]) != bits(r[i])) rows_rstd_differ++;
+            else rows_same_rstd_differ += diff > 0;
+        }
+        diff = bf16_mismatches(got, y, n, &ulps);
+        printf("bf16 rmsnorm_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps); rstd differs in %d of %d "
+               "rows\n", diff, n, worst, rows_rstd_differ, N);
+        CHECK(all_bf16_exact(got, n), "bf16 rmsnorm_forward: output not bf16-exact");
+        CHECK(rows_same_rstd_differ == 0, "bf16 rmsnorm_forward: %d rows with cpu-ref's rstd differ",
+              rows_same_rstd_differ);
+        CHECK(worst <= 2, "bf16 rmsnorm_forward: %ld bf16 ulps from cpu-ref", worst);
+        pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(y); pt_aligned_free(r); pt_aligned_free(got);
+        pt_aligned_free(rg);
+    }
+    {  // lm_head_xent
+        const int N = 300, C = 40, V = 3000;
+        float *x = rnd_bf16((size_t)N * C, 1), *w = rnd_bf16((size_t)V * C, 0.3f);
+        int32_t *tg = malloc(sizeof(int32_t) * N);
+        for (int i = 0; i < N; i++) tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
+        const float scale = 1.0f / N;
+        float *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)V * C, 0.1f);
+        float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)V * C), *dDX = putf(dx1, (size_t)N * C),
+              *dDW = putf(dw1, (size_t)V * C);
+        int32_t *dT = put(tg, sizeof(int32_t) * N);
+        double l1, l2, l_fp32;
+        ref->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
+        ocl->lm_head_xent(ocl, &l2, dDX, dDW, dX, dW, dT, N, C, V, scale);
+        // cpu-ref without the casts: how far bf16 itself moves the results
+        float *dx_fp32 = rnd((size_t)N * C, 1), *dw_fp32 = rnd((size_t)V * C, 0.1f);
+        ref->bf16_casts = false;
+        ref->lm_head_xent(ref, &l_fp32, dx_fp32, dw_fp32, x, w, tg, N, C, V, scale);
+        ref->bf16_casts = true;
+        float *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)V * C);
+        const double rel = fabs(l2 - l1) / fabs(l1), rel_bf16 = fabs(l1 - l_fp32) / fabs(l_fp32);
+        const double edx = relmax(dx2, dx1, (size_t)N * C), edw = relmax(dw2, dw1, (size_t)V * C);
+        const double edx_bf16 = relmax(dx_fp32, dx1, (size_t)N * C);
+        printf("bf16 lm_head_xent: loss %.10f (cpu-ref %.10f, relative %.3e; bf16's own effect %.3e); "
+               "dinp %.3e (bf16's own effect %.3e), dw %.3e relative-to-max\n", l2 / N, l1 / N, rel, rel_bf16, edx,
+               edx_bf16, edw);
+        CHECK(rel <= 1e-5 && rel * 10 < rel_bf16, "bf16 lm_head_xent loss relative %.3e (bf16's own effect %.3e)",
+              rel, rel_bf16);
+        CHECK(edx <= 1e-3 && edx * 10 < edx_bf16,
+              "bf16 lm_head_xent dinp: relative-to-max %.3e (bf16's own effect %.3e)", edx, edx_bf16);
+        CHECK(edw <= 1e-3, "bf16 lm_head_xent dw: relative-to-max %.3e > 1e-3", edw);
+        pt_aligned_free(x); pt_aligned_free(w); free(tg); pt_aligned_free(dx1); pt_aligned_free(dx2);
+        pt_aligned_free(dw1); pt_aligned_free(dw2); pt_aligned_free(dx_fp32); pt_aligned_free(dw_fp32);
+    }
+    ref->bf16_casts = ocl->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
+}
+
 // ------------------------------------------------------------ model
 
 static void check_model_grads(const char *name, const char *dir, int B, int T) {
@@ -559,6 +761,8 @@ int main(void) {
     check_xent(300, 40, 3000);
     check_xent(7, 64, 100);
     check_xent(40, 24, 9000);  // the dinp product of K = V = 9000 takes the split-K path
+    check_round_bf16();
+    check_bf16_kernels();
     ocl->free(ocl, arena);
     {  // the local-memory tiled GEMM (PT_OPENCL_GEMM=tiled) on the same shapes, odd tiles
         setenv("PT_OPENCL_GEMM", "tiled", 1);
