@@ -10,7 +10,10 @@
 #   4. `portatrain accept --candidate opencl:fp32` on the embedded default (configs/tiny.json, demo
 #      data; short): ACCEPTED, and report.json/html carry compile time (also as a "compilation" phase),
 #      cache hits/misses and recompilations; the runs after the candidate's first load every program
-#      from the cache.
+#      from the cache;
+#   5. --precision bf16 against cpu-ref's on the tiny config (10 steps, demo data): step-1 loss within
+#      1e-4 relative, every step within 1e-3 (measured: ~2e-8 and ~3e-5), and the step-1 loss visibly
+#      not the fp32 one (the casts are in effect).
 # Exit 77 (skipped) when this build has no opencl backend or no OpenCL platform is found.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -112,6 +115,27 @@ EOF
 then :; else echo "FAIL: report.json compile fields / verdict / cache hits"; fail=1; fi
 grep -q "Kernel compilation" "$T/acc/report.html" && grep -q "recompilations" "$T/acc/report.html" \
     || { echo "FAIL: report.html lacks the kernel compilation table"; fail=1; }
+
+# 5. precision bf16: opencl against cpu-ref on the tiny model initialised in 3
+bf() {  # backend outdir [extra...]
+    local be=$1 out=$2; shift 2
+    "$B" train --backend "$be" --model "$T/tiny" --data data/demo/shards/train --output-dir "$out" --max-steps 10 \
+        --seq-len 32 --per-device-train-batch-size 2 --learning-rate 3e-3 --warmup-steps 2 --quiet "$@"
+}
+bf cpu-ref "$T/bf16-ref" --precision bf16 || { echo "FAIL: bf16 run on cpu-ref"; fail=1; }
+bf opencl "$T/bf16-ocl" --precision bf16 || { echo "FAIL: bf16 run on opencl"; fail=1; }
+bf opencl "$T/fp32-ocl" --max-steps 1 || { echo "FAIL: fp32 run on opencl"; fail=1; }
+if python3 - "$T/bf16-ref/metrics.jsonl" "$T/bf16-ocl/metrics.jsonl" "$T/fp32-ocl/metrics.jsonl" <<'EOF'
+import json, sys
+ref, ocl, fp32 = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:4])
+rel = [abs(o - r) / abs(r) for r, o in zip(ref, ocl)]
+bf16_effect = abs(ref[0] - fp32[0]) / abs(ref[0])
+print(f"bf16 opencl vs cpu-ref: step-1 loss {ocl[0]:.10f} vs {ref[0]:.10f} (relative {rel[0]:.3e}), "
+      f"{len(rel)} steps max relative {max(rel):.3e}; bf16 vs fp32 at step 1 {bf16_effect:.3e}")
+ok = len(ref) == len(ocl) == 10 and rel[0] <= 1e-4 and max(rel) <= 1e-3 and bf16_effect > 10 * rel[0]
+sys.exit(0 if ok else 1)
+EOF
+then :; else echo "FAIL: bf16 opencl vs cpu-ref losses"; fail=1; fi
 
 [ "$fail" -eq 0 ] && echo "test_opencl_cli: ok"
 exit "$fail"
