@@ -44,6 +44,12 @@ static float *rnd(size_t n, float amp) {
     for (size_t i = 0; i < n; i++) p[i] = amp * frand();
     return p;
 }
+// rnd rounded to bf16 (what the model's bf16 tensors hold)
+static float *rnd_bf16(size_t n, float amp) {
+    float *p = rnd(n, amp);
+    for (size_t i = 0; i < n; i++) p[i] = pt_round_bf16(p[i]);
+    return p;
+}
 static float *dup(const float *a, size_t n) {
     float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
     memcpy(p, a, sizeof(float) * n);
@@ -283,32 +289,57 @@ static void check_embedding(void) {
     pt_aligned_free(dw2); pt_aligned_free(dw3); pt_aligned_free(want);
 }
 
+// An lm_head_xent problem on both backends: every 11th row ignored (-100),
+// non-zero initial dinp (to be overwritten) and dw (to be accumulated into).
+typedef struct {
+    int N, C, V;
+    float scale;
+    float *x, *w, *dx, *dw;  // host: cpu-ref's
+    int32_t *tg;
+    float *dX, *dW, *dDX, *dDW;  // device copies: opencl's
+    int32_t *dT;
+} xent_case;
+
+static xent_case xent_case_new(int N, int C, int V, float *(*gen)(size_t, float)) {
+    xent_case c = {.N = N, .C = C, .V = V, .scale = 1.0f / N};
+    c.x = gen((size_t)N * C, 1);
+    c.w = gen((size_t)V * C, 0.3f);
+    c.tg = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++) c.tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
+    c.tg[N - 1] = V - 1;
+    c.dx = rnd((size_t)N * C, 1);
+    c.dw = rnd((size_t)V * C, 0.1f);
+    c.dX = putf(c.x, (size_t)N * C);
+    c.dW = putf(c.w, (size_t)V * C);
+    c.dDX = putf(c.dx, (size_t)N * C);
+    c.dDW = putf(c.dw, (size_t)V * C);
+    c.dT = put(c.tg, sizeof(int32_t) * N);
+    return c;
+}
+static void xent_case_free(xent_case *c) {
+    pt_aligned_free(c->x); pt_aligned_free(c->w); pt_aligned_free(c->dx); pt_aligned_free(c->dw); free(c->tg);
+}
+
 static void check_xent(int N, int C, int V) {
     reset_arena();
-    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)V * C, 0.3f);
-    int32_t *tg = malloc(sizeof(int32_t) * N);
-    for (int i = 0; i < N; i++) tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
-    tg[N - 1] = V - 1;
-    const float scale = 1.0f / N;
-    float *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)V * C, 0.1f);
-    float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)V * C), *dDX = putf(dx1, (size_t)N * C),
-          *dDW = putf(dw1, (size_t)V * C);
-    int32_t *dT = put(tg, sizeof(int32_t) * N);
+    xent_case c = xent_case_new(N, C, V, rnd);
+    const float scale = c.scale;
+    float *dx1 = c.dx, *dw1 = c.dw;
     double l1, l2, l3;
-    ref->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
-    ocl->lm_head_xent(ocl, &l2, dDX, dDW, dX, dW, dT, N, C, V, scale);
-    ocl->lm_head_xent(ocl, &l3, NULL, NULL, dX, dW, dT, N, C, V, 0.0f);
+    ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, scale);
+    ocl->lm_head_xent(ocl, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, scale);
+    ocl->lm_head_xent(ocl, &l3, NULL, NULL, c.dX, c.dW, c.dT, N, C, V, 0.0f);
     printf("lm_head_xent N=%d C=%d V=%d: loss %.10f (cpu-ref %.10f)\n", N, C, V, l2, l1);
     CHECK(fabs(l2 - l1) <= 1e-6 * fabs(l1), "xent loss %.10f vs %.10f", l2, l1);
     CHECK(l3 == l2, "xent forward-only loss %.17g differs from training loss %.17g", l3, l2);
-    float *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)V * C);
+    float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
     char what[96];
     snprintf(what, sizeof what, "lm_head_xent dinp (overwrite) N%d V%d", N, V);
     cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "lm_head_xent dw (+=) N%d V%d", N, V);
     cmp(what, dw2, dw1, (size_t)V * C, 1e-5);
-    pt_aligned_free(x); pt_aligned_free(w); free(tg); pt_aligned_free(dx1); pt_aligned_free(dx2);
-    pt_aligned_free(dw1); pt_aligned_free(dw2);
+    xent_case_free(&c);
+    pt_aligned_free(dx2); pt_aligned_free(dw2);
 }
 
 // ------------------------------------------------------------ bf16
@@ -347,12 +378,6 @@ static size_t bf16_mismatches(const float *got, const float *want, size_t n, lon
             if (u > *max_ulps) *max_ulps = u;
         }
     return diff;
-}
-// n values rounded to bf16 (what the model's bf16 tensors hold).
-static float *rnd_bf16(size_t n, float amp) {
-    float *p = rnd(n, amp);
-    for (size_t i = 0; i < n; i++) p[i] = pt_round_bf16(p[i]);
-    return p;
 }
 
 static void check_round_bf16(void) {
@@ -474,23 +499,17 @@ static void check_bf16_kernels(void) {
     }
     {  // lm_head_xent
         const int N = 300, C = 40, V = 3000;
-        float *x = rnd_bf16((size_t)N * C, 1), *w = rnd_bf16((size_t)V * C, 0.3f);
-        int32_t *tg = malloc(sizeof(int32_t) * N);
-        for (int i = 0; i < N; i++) tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
-        const float scale = 1.0f / N;
-        float *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)V * C, 0.1f);
-        float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)V * C), *dDX = putf(dx1, (size_t)N * C),
-              *dDW = putf(dw1, (size_t)V * C);
-        int32_t *dT = put(tg, sizeof(int32_t) * N);
+        xent_case c = xent_case_new(N, C, V, rnd_bf16);
+        float *dx1 = c.dx, *dw1 = c.dw;
         double l1, l2, l_fp32;
-        ref->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
-        ocl->lm_head_xent(ocl, &l2, dDX, dDW, dX, dW, dT, N, C, V, scale);
+        ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, c.scale);
+        ocl->lm_head_xent(ocl, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, c.scale);
         // cpu-ref without the casts: how far bf16 itself moves the results
         float *dx_fp32 = rnd((size_t)N * C, 1), *dw_fp32 = rnd((size_t)V * C, 0.1f);
         ref->bf16_casts = false;
-        ref->lm_head_xent(ref, &l_fp32, dx_fp32, dw_fp32, x, w, tg, N, C, V, scale);
+        ref->lm_head_xent(ref, &l_fp32, dx_fp32, dw_fp32, c.x, c.w, c.tg, N, C, V, c.scale);
         ref->bf16_casts = true;
-        float *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)V * C);
+        float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
         const double rel = fabs(l2 - l1) / fabs(l1), rel_bf16 = fabs(l1 - l_fp32) / fabs(l_fp32);
         const double edx = relmax(dx2, dx1, (size_t)N * C), edw = relmax(dw2, dw1, (size_t)V * C);
         const double edx_bf16 = relmax(dx_fp32, dx1, (size_t)N * C);
@@ -502,8 +521,8 @@ static void check_bf16_kernels(void) {
         CHECK(edx <= 1e-3 && edx * 10 < edx_bf16,
               "bf16 lm_head_xent dinp: relative-to-max %.3e (bf16's own effect %.3e)", edx, edx_bf16);
         CHECK(edw <= 1e-3, "bf16 lm_head_xent dw: relative-to-max %.3e > 1e-3", edw);
-        pt_aligned_free(x); pt_aligned_free(w); free(tg); pt_aligned_free(dx1); pt_aligned_free(dx2);
-        pt_aligned_free(dw1); pt_aligned_free(dw2); pt_aligned_free(dx_fp32); pt_aligned_free(dw_fp32);
+        xent_case_free(&c);
+        pt_aligned_free(dx2); pt_aligned_free(dw2); pt_aligned_free(dx_fp32); pt_aligned_free(dw_fp32);
     }
     ref->bf16_casts = ocl->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
 }
