@@ -11,7 +11,9 @@
 //   rope, swiglu and lm_head_xent (bf16_casts set) against cpu-ref's, counted
 //   in bf16 ulps;
 // - whole-model parity on the golden fixtures: step-0 loss within 1e-5
-//   relative, every gradient tensor within 1e-4 of its max magnitude;
+//   relative, every gradient tensor within 1e-4 of its max magnitude; under
+//   precision bf16 within 1e-4 and 2e-2, and nearer cpu-ref's bf16 gradients
+//   than its fp32 ones are;
 // - 50-step training loss curves within 1e-4 relative at every step;
 // - two runs bitwise identical (metrics and weights);
 // - the program cache: a second backend loads every program from it (no
@@ -529,7 +531,27 @@ static void check_bf16_kernels(void) {
 
 // ------------------------------------------------------------ model
 
-static void check_model_grads(const char *name, const char *dir, int B, int T) {
+// cpu-ref's fp32 gradients of the batch (a host copy).
+static float *ref_fp32_grads(const char *dir, const int32_t *ids, const int32_t *lab, int B, int T) {
+    qwen3_model m;
+    CHECK(hf_model_load(&m, dir, ref) == 0, "%s", pt_last_error());
+    qwen3_alloc_grads(&m);
+    ref->zero(ref, m.grads, sizeof(float) * m.num_params);
+    double loss;
+    int n;
+    CHECK(qwen3_forward_backward(&m, ids, lab, B, T, 1.0f / (B * T), &loss, &n) == 0, "%s", pt_last_error());
+    float *g = dup(m.grads, m.num_params);
+    qwen3_free(&m);
+    return g;
+}
+
+// Precision "bf16": every cast of the model on both backends, tolerances
+// loss_tol and grad_tol (bf16 turns 1-ulp fp32 differences into occasional
+// 1-ulp bf16 ones, which the backward carries on), and each gradient tensor
+// closer to cpu-ref's bf16 one than cpu-ref's fp32 one is (the casts are all
+// in effect; measured on PoCL: at most 0.33 of that distance).
+static void check_model_grads(const char *name, const char *dir, int B, int T, const char *precision,
+                              double loss_tol, double grad_tol) {
     qwen3_model mr, mc;
     CHECK(hf_model_load(&mr, dir, ref) == 0, "%s", pt_last_error());
     CHECK(hf_model_load(&mc, dir, ocl) == 0, "%s", pt_last_error());
@@ -539,6 +561,10 @@ static void check_model_grads(const char *name, const char *dir, int B, int T) {
         ids[i] = (int32_t)((i * 2654435761u) % V);
         lab[i] = i % 9 == 3 ? -100 : (int32_t)((i * 40503u + 11) % V);
     }
+    const bool bf16 = !strcmp(precision, "bf16");
+    float *g_fp32 = bf16 ? ref_fp32_grads(dir, ids, lab, B, T) : NULL;  // (before the casts are switched on)
+    CHECK(qwen3_set_precision(&mr, precision) == 0 && qwen3_set_precision(&mc, precision) == 0, "%s",
+          pt_last_error());
     double lr_, lc, lf;
     int nr, nc;
     qwen3_alloc_grads(&mr);
@@ -550,12 +576,12 @@ static void check_model_grads(const char *name, const char *dir, int B, int T) {
     CHECK(qwen3_forward(&mc, ids, lab, B, T, &lf, &nc, NULL) == 0, "%s", pt_last_error());
     double rel = fabs(lc - lr_) / fabs(lr_);
     printf("[%s] step-0 loss %.10f (cpu-ref %.10f): relative difference %.3e\n", name, lc / nr, lr_ / nr, rel);
-    CHECK(rel <= 1e-5, "[%s] step-0 loss relative difference %.3e > 1e-5", name, rel);
+    CHECK(rel <= loss_tol, "[%s] step-0 loss relative difference %.3e > %.0e", name, rel, loss_tol);
     CHECK(lf == lc, "[%s] forward-only loss differs from forward_backward", name);
     float *g = pt_aligned_alloc(sizeof(float) * mc.num_params);
     ocl->download(ocl, g, mc.grads, sizeof(float) * mc.num_params);
-    double worst = 0;
-    const char *worst_name = "";
+    double worst = 0, least_bf16_effect = INFINITY, worst_ratio = 0;
+    const char *worst_name = "", *worst_ratio_name = "";
     for (int i = 0; i < mr.num_tensors; i++) {
         const qwen3_param_info *t = &mr.tensors[i];
         double r = relmax(g + t->offset, mr.grads + t->offset, t->numel);
@@ -563,15 +589,30 @@ static void check_model_grads(const char *name, const char *dir, int B, int T) {
             worst = r;
             worst_name = t->name;
         }
-        CHECK(r <= 1e-4, "[%s] grad %s: relative-to-max error %.3e > 1e-4", name, t->name, r);
+        CHECK(r <= grad_tol, "[%s] grad %s: relative-to-max error %.3e > %.0e", name, t->name, r, grad_tol);
+        if (!g_fp32) continue;
+        const double effect = relmax(g_fp32 + t->offset, mr.grads + t->offset, t->numel);
+        least_bf16_effect = fmin(least_bf16_effect, effect);
+        if (r / effect > worst_ratio) {
+            worst_ratio = r / effect;
+            worst_ratio_name = t->name;
+        }
+        CHECK(r < effect, "[%s] grad %s: backends differ by %.3e, bf16's own effect is only %.3e", name, t->name, r,
+              effect);
     }
     printf("[%s] %d gradient tensors: worst relative-to-max error %.3e (%s)\n", name, mr.num_tensors, worst,
            worst_name);
+    if (g_fp32)
+        printf("[%s] bf16's own effect on the gradients (cpu-ref bf16 vs fp32): at least %.3e per tensor; "
+               "backend difference / that effect at most %.3f (%s)\n", name, least_bf16_effect, worst_ratio,
+               worst_ratio_name);
     pt_aligned_free(g);
+    pt_aligned_free(g_fp32);
     free(ids);
     free(lab);
     qwen3_free(&mr);
     qwen3_free(&mc);
+    ref->bf16_casts = ocl->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
 }
 
 // Trains; per-step losses into loss[], the loss/grad_norm/lr text into *fp.
@@ -808,9 +849,11 @@ int main(void) {
     char *tied = test_source_path("tests/fixtures/golden/tied");
     char *untied = test_source_path("tests/fixtures/golden/untied");
     char *tdata = pt_path_join(tied, "data.bin"), *udata = pt_path_join(untied, "data.bin");
-    check_model_grads("tied", tied, 2, 16);
-    check_model_grads("untied", untied, 2, 16);
-    check_model_grads("tied T=48", tied, 3, 48);
+    check_model_grads("tied", tied, 2, 16, "fp32", 1e-5, 1e-4);
+    check_model_grads("untied", untied, 2, 16, "fp32", 1e-5, 1e-4);
+    check_model_grads("tied T=48", tied, 3, 48, "fp32", 1e-5, 1e-4);
+    check_model_grads("tied bf16", tied, 2, 16, "bf16", 1e-4, 2e-2);
+    check_model_grads("untied bf16", untied, 2, 16, "bf16", 1e-4, 2e-2);
     check_curves("tied", tied, tdata, 2, 16);
     check_curves("untied", untied, udata, 2, 16);
     pt_backend_destroy(ocl);
