@@ -10,6 +10,7 @@ PKGS=(
   libpcre2-dev                       # tokenizer pre-tokenizer regex (UTF + UCP + JIT)
   libutf8proc-dev                    # Unicode NFC normalisation for the tokenizer
   libopenblas-dev                    # BLAS for the fast CPU backend
+  libdnnl-dev                        # oneDNN: bf16 matmuls on AMX / AVX512-BF16 for the cpu backend (--precision bf16)
   openmpi-bin libopenmpi-dev         # MPI (mpirun, collectives) for multi-rank CPU training (src/dist)
   ocl-icd-opencl-dev opencl-headers  # OpenCL loader + headers for the opencl backend
   pocl-opencl-icd                    # PoCL: an OpenCL CPU device, so the opencl backend and its tests run anywhere

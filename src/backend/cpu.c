@@ -32,6 +32,8 @@
 //   a training step after the first.
 #ifndef PT_NO_CPU_BACKEND
 #include "backend/backend.h"
+#include "backend/cpu_dnnl.h"
+#include "util/bf16.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -81,6 +83,8 @@ typedef struct {
     scratch xent, xstat, xpart, att, rms, ss;
     int gemm_openblas;  // PT_CPU_GEMM=openblas: OpenBLAS threads instead of our split
     int xent_rows, xent_tile;
+    pt_dnnl *dnnl;                  // bf16 matmuls (NULL: none on this CPU/build; bf16 runs on sgemm)
+    scratch b16a, b16b, xg16;       // packed bf16 operands of the current matmul / xent chunk
 } cpu_impl;
 
 // ---------------------------------------------------------------- memory
@@ -181,7 +185,8 @@ static void cpu_destroy(pt_backend *be) {
                         im->prof_calls[k], im->prof_s[k], 100 * im->prof_s[k] / (tot > 0 ? tot : 1),
                         im->prof_flops[k] / (im->prof_s[k] > 0 ? im->prof_s[k] : 1) / 1e9);
     }
-    scratch *all[] = {&im->xent, &im->xstat, &im->xpart, &im->att, &im->rms, &im->ss};
+    scratch *all[] = {&im->xent, &im->xstat, &im->xpart, &im->att, &im->rms, &im->ss, &im->b16a, &im->b16b, &im->xg16};
+    pt_dnnl_destroy(im->dnnl);
     for (size_t i = 0; i < PT_ARRAY_LEN(all); i++) free(all[i]->p);
     free(im);
     free(be);
@@ -340,6 +345,13 @@ static void cpu_embedding_backward(pt_backend *be, float *dwte, const float *dou
 
 // ---------------------------------------------------------------- RMSNorm
 
+// bf16 variants (precision bf16), defined in the bf16 section below.
+static void rms_fwd_rows_bf16(float *out, float *rstd, const float *inp, const float *w, int n0, int n1, int C,
+                              float eps);
+static void rope_rows_bf16(float *out, const float *inp, const float *cos, const float *sin, int r0, int r1, int T,
+                           int NH, int D);
+static void swiglu_fwd_blk_bf16(float *restrict out, const float *restrict gate, const float *restrict up, size_t n);
+
 PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, const float *w, int n0, int n1, int C,
                                    float eps) {
     for (int n = n0; n < n1; n++) {
@@ -361,8 +373,12 @@ static void cpu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const f
     PROF_BEGIN(be);
     if (fault_rms_eps_scale > 0.0f) eps *= fault_rms_eps_scale;  // rstd is saved, so backward stays consistent with it
     const int rb = PT_MAX(1, 8192 / PT_MAX(C, 1)), nb = (N + rb - 1) / rb;
+    const bool bf16 = be->bf16_casts;
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < nb; b++) rms_fwd_rows(out, rstd, inp, w, b * rb, PT_MIN(N, (b + 1) * rb), C, eps);
+    for (int b = 0; b < nb; b++) {
+        if (bf16) rms_fwd_rows_bf16(out, rstd, inp, w, b * rb, PT_MIN(N, (b + 1) * rb), C, eps);
+        else rms_fwd_rows(out, rstd, inp, w, b * rb, PT_MIN(N, (b + 1) * rb), C, eps);
+    }
     PROF_END(K_RMS_F, 0);
 }
 
@@ -448,13 +464,16 @@ static void rope(float *out, const float *inp, const float *cos, const float *si
                  int backward) {
     const int rows = B * T, rb = PT_MAX(1, 4096 / PT_MAX(1, NH * D)), nb = (rows + rb - 1) / rb;
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < nb; b++) rope_rows(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D, backward);
+    for (int b = 0; b < nb; b++) {
+        if (backward == 2) rope_rows_bf16(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D);
+        else rope_rows(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D, backward);
+    }
 }
 
 static void cpu_rope_forward(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B,
                              int T, int NH, int D) {
     PROF_BEGIN(be);
-    rope(out, inp, cos, sin, B, T, NH, D, 0);
+    rope(out, inp, cos, sin, B, T, NH, D, be->bf16_casts ? 2 : 0);
     PROF_END(K_ROPE_F, 0);
 }
 static void cpu_rope_backward(pt_backend *be, float *dinp, const float *dout, const float *cos, const float *sin,
@@ -721,7 +740,8 @@ PT_CLONES static void adamw_blk(float *restrict p, const float *restrict g, floa
 
 static void cpu_swiglu_forward(pt_backend *be, float *out, const float *gate, const float *up, size_t n) {
     PROF_BEGIN(be);
-    EW_LOOP(n, swiglu_fwd_blk(out + o, gate + o, up + o, len));
+    if (be->bf16_casts) EW_LOOP(n, swiglu_fwd_blk_bf16(out + o, gate + o, up + o, len));
+    else EW_LOOP(n, swiglu_fwd_blk(out + o, gate + o, up + o, len));
     PROF_END(K_SWIGLU_F, 0);
 }
 static void cpu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
@@ -868,8 +888,15 @@ PT_CLONES static void xent_dx_rows(float *dx, const float *part, int rc, int NG,
     }
 }
 
+static void xent_bf16(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp, const float *w,
+                      const uint16_t *w16, const int32_t *targets, int N, int C, int V, float scale);
+
 static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp,
                              const float *w, const int32_t *targets, int N, int C, int V, float scale) {
+    if (be->bf16_casts) {  // bf16 logits and logit gradients (backend.h), here on sgemm
+        xent_bf16(be, loss_sum, dinp, dw, inp, w, NULL, targets, N, C, V, scale);
+        return;
+    }
     PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const int nth = omp_get_max_threads();
@@ -970,6 +997,228 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
     PROF_END(K_XENT, (dinp ? 6.0 : 2.0) * N * C * (double)V);
 }
 
+// ---------------------------------------------------------------- bf16 (precision bf16, backend.h)
+//
+// Values are fp32 holding bf16-exact numbers; the casts below are where
+// PyTorch's bf16 ops round. Matmuls: packed bf16 operands on oneDNN (AMX /
+// AVX512-BF16) when im->dnnl, else the fp32 sgemm path on the same exact
+// values (same products, fp32 sums in another order).
+
+// bf16 round to nearest even on fp32 bits; NaN stays NaN (quiet). Branch-free
+// so the loops vectorise.
+static inline uint32_t bf16_bits_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const uint32_t nan = (u | 0x00400000u) & 0xffff0000u;
+    return (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+}
+static inline float rb(float f) {
+    const uint32_t u = bf16_bits_rne(f);
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+// Test-only broken cast (PT_FAULT_KERNEL=bf16_cast, docs/PRECISION.md): the
+// "bf16" cast keeps 3 mantissa bits, truncated (an fp8-e4m3-sized mantissa
+// instead of bf16's 7): a candidate with a wrong cast that still trains, which
+// the acceptance suite's bf16 profile must reject.
+static int fault_bf16_cast = 0;
+
+PT_CLONES static void round_bf16_blk(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = rb(src[i]);
+}
+PT_CLONES static void round_broken_blk(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], 4);
+        if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xfff00000u;  // keep sign, exponent, 3 mantissa bits
+        memcpy(&dst[i], &u, 4);
+    }
+}
+static void cpu_round_bf16(pt_backend *be, float *dst, const float *src, size_t n) {
+    PROF_BEGIN(be);
+    if (fault_bf16_cast) EW_LOOP(n, round_broken_blk(dst + o, src + o, len));
+    else EW_LOOP(n, round_bf16_blk(dst + o, src + o, len));
+    PROF_END(K_ADD, 0);
+}
+
+PT_CLONES static void pack_bf16_blk(uint16_t *restrict dst, const float *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(bf16_bits_rne(src[i]) >> 16);
+}
+static void cpu_pack_bf16(pt_backend *be, uint16_t *dst, const float *src, size_t n) {
+    EW_LOOP(n, pack_bf16_blk(dst + o, src + o, len));
+}
+// A packed copy of an activation operand in scratch s.
+static const uint16_t *pack_scratch(pt_backend *be, scratch *s, const float *src, size_t n) {
+    uint16_t *p = scratch_get(s, sizeof(uint16_t) * (n ? n : 1));
+    cpu_pack_bf16(be, p, src, n);
+    return p;
+}
+
+// out = bf16(w * bf16(x * rstd)), rstd from fp32 statistics as rms_fwd_rows
+PT_CLONES static void rms_fwd_rows_bf16(float *out, float *rstd, const float *inp, const float *w, int n0, int n1,
+                                        int C, float eps) {
+    for (int n = n0; n < n1; n++) {
+        const float *x = inp + (size_t)n * C;
+        const float ss = dot16(x, x, C);
+        const float r = (float)(1.0 / sqrt((double)(ss / C + eps)));
+        rstd[n] = r;
+        float *y = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) y[c] = rb(w[c] * rb(x[c] * r));
+    }
+}
+
+// out = bf16(bf16(x * cos) + bf16(rot(x) * sin)); in place when out == inp
+PT_CLONES static void rope_rows_bf16(float *out, const float *inp, const float *cos, const float *sin, int r0, int r1,
+                                     int T, int NH, int D) {
+    const int h = D / 2;
+    for (int r = r0; r < r1; r++) {
+        const float *cs = cos + (size_t)(r % T) * D, *sn = sin + (size_t)(r % T) * D;
+        for (int hd = 0; hd < NH; hd++) {
+            const float *x = inp + ((size_t)r * NH + hd) * D;
+            float *o = out + ((size_t)r * NH + hd) * D;
+            float lo[h > 0 ? h : 1], hi[h > 0 ? h : 1];
+            for (int i = 0; i < h; i++) {
+                lo[i] = rb(rb(x[i] * cs[i]) + rb(-x[i + h] * sn[i]));
+                hi[i] = rb(rb(x[i + h] * cs[i + h]) + rb(x[i] * sn[i + h]));
+            }
+            memcpy(o, lo, sizeof(float) * h);
+            memcpy(o + h, hi, sizeof(float) * h);
+        }
+    }
+}
+
+// out = bf16(bf16(silu(gate)) * up)
+PT_CLONES static void swiglu_fwd_blk_bf16(float *restrict out, const float *restrict gate, const float *restrict up,
+                                          size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        out[i] = rb(rb(x / (1.0f + vexp(-x))) * up[i]);
+    }
+}
+
+static void cpu_matmul_forward_bf16(pt_backend *be, float *out, const float *inp, const float *w, const uint16_t *w16,
+                                    int N, int C, int OC) {
+    cpu_impl *im = be->impl;
+    if (!im->dnnl) {
+        cpu_matmul_forward(be, out, inp, w, N, C, OC);
+        return;
+    }
+    PROF_BEGIN(be);
+    const uint16_t *x16 = pack_scratch(be, &im->b16a, inp, (size_t)N * C);
+    pt_dnnl_gemm_bf16(im->dnnl, false, true, N, OC, C, x16, C, w16, C, false, out, OC);
+    PROF_END(K_MM_F, 2.0 * N * C * (double)OC);
+}
+
+static void cpu_matmul_backward_bf16(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                                     const float *w, const uint16_t *w16, int N, int C, int OC) {
+    cpu_impl *im = be->impl;
+    if (!im->dnnl) {
+        cpu_matmul_backward(be, dinp, dw, dout, inp, w, N, C, OC);
+        return;
+    }
+    PROF_BEGIN(be);
+    const uint16_t *g16 = pack_scratch(be, &im->b16a, dout, (size_t)N * OC);
+    if (dinp) pt_dnnl_gemm_bf16(im->dnnl, false, false, N, C, OC, g16, OC, w16, C, true, dinp, C);  // += dout @ w
+    const uint16_t *x16 = pack_scratch(be, &im->b16b, inp, (size_t)N * C);
+    pt_dnnl_gemm_bf16(im->dnnl, true, false, OC, C, N, g16, OC, x16, C, true, dw, C);  // dw += dout^T @ inp
+    PROF_END(K_MM_B, (dinp ? 4.0 : 2.0) * N * C * (double)OC);
+}
+
+// One row of logits l[V] (target t >= 0): rounded to bf16 in place (the bf16
+// logits) and their max in one pass; the loss of HF's logits.float(); with
+// `grad` the logit gradient bf16((softmax - onehot) * scale), into g16 as
+// packed bf16 when given, else in place.
+PT_CLONES static double xent_row_bf16(float *l, int V, int t, float scale, int grad, uint16_t *g16) {
+    float mx[16];
+    for (int k = 0; k < 16; k++) mx[k] = -FLT_MAX;
+    int v = 0;
+    for (; v + 16 <= V; v += 16)
+        for (int k = 0; k < 16; k++) {
+            const float x = rb(l[v + k]);
+            l[v + k] = x;
+            mx[k] = x > mx[k] ? x : mx[k];
+        }
+    float m = -FLT_MAX;
+    for (int k = 0; k < 16; k++) m = mx[k] > m ? mx[k] : m;
+    for (; v < V; v++) {
+        l[v] = rb(l[v]);
+        m = l[v] > m ? l[v] : m;
+    }
+    const double lse = (double)m + log(row_expsum(l, V, m, 0));
+    const double loss = lse - (double)l[t];
+    if (!grad) return loss;
+    const float lsef = (float)lse, lt = l[t];
+    if (g16) {
+        for (v = 0; v < V; v++) g16[v] = (uint16_t)(bf16_bits_rne(vexp(l[v] - lsef) * scale) >> 16);
+        g16[t] = (uint16_t)(bf16_bits_rne(vexp(lt - lsef) * scale - scale) >> 16);
+    } else {
+        for (v = 0; v < V; v++) l[v] = rb(vexp(l[v] - lsef) * scale);
+        l[t] = rb(vexp(lt - lsef) * scale - scale);
+    }
+    return loss;
+}
+
+// The rows of a chunk L[rc, V]: summed loss; gradients as xent_row_bf16
+// (ignored rows: zero gradient).
+static double xent_rows_bf16(float *L, int rc, int V, const int32_t *tg, float scale, int grad, uint16_t *g16,
+                             double *rl /* [rc] scratch: row losses, summed in row order */) {
+    double total = 0;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rc; r++) {
+        rl[r] = 0;
+        if (tg[r] >= 0) {
+            rl[r] = xent_row_bf16(L + (size_t)r * V, V, tg[r], scale, grad, g16 ? g16 + (size_t)r * V : NULL);
+        } else if (grad) {
+            if (g16) memset(g16 + (size_t)r * V, 0, sizeof(uint16_t) * V);
+            else memset(L + (size_t)r * V, 0, sizeof(float) * V);
+        }
+    }
+    for (int r = 0; r < rc; r++) total += rl[r];
+    return total;
+}
+
+// lm_head + cross-entropy with bf16 logits (backend.h), in chunks of rows: the
+// chunk's full logits row (V floats per row) is the largest buffer, never [N, V].
+// w16 == NULL: sgemm on the fp32 operands (bf16-exact), else oneDNN bf16.
+static void xent_bf16(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp, const float *w,
+                      const uint16_t *w16, const int32_t *targets, int N, int C, int V, float scale) {
+    PROF_BEGIN(be);
+    cpu_impl *im = be->impl;
+    const bool fast = w16 && im->dnnl;
+    const int R = PT_MAX(1, PT_MIN(N, im->xent_rows));
+    float *L = scratch_get(&im->xent, sizeof(float) * (size_t)R * V);
+    double total = 0;
+    for (int n0 = 0; n0 < N; n0 += R) {
+        const int rc = PT_MIN(R, N - n0);
+        const float *X = inp + (size_t)n0 * C;
+        const uint16_t *x16 = fast ? pack_scratch(be, &im->b16a, X, (size_t)rc * C) : NULL;
+        if (fast) pt_dnnl_gemm_bf16(im->dnnl, false, true, rc, V, C, x16, C, w16, C, false, L, V);
+        else gemm(im, 0, 1, rc, V, C, X, C, w, C, 0.0f, L, V);
+        uint16_t *g16 = fast && dinp ? scratch_get(&im->xg16, sizeof(uint16_t) * (size_t)rc * V) : NULL;
+        total += xent_rows_bf16(L, rc, V, targets + n0, scale, dinp != NULL, g16,
+                                scratch_get(&im->xstat, sizeof(double) * R));
+        if (!dinp) continue;
+        if (fast) {
+            pt_dnnl_gemm_bf16(im->dnnl, true, false, V, C, rc, g16, V, x16, C, true, dw, C);          // dW += G^T X
+            pt_dnnl_gemm_bf16(im->dnnl, false, false, rc, C, V, g16, V, w16, C, false, dinp + (size_t)n0 * C, C);  // dX = G W
+        } else {
+            gemm(im, 1, 0, V, C, rc, L, V, X, C, 1.0f, dw, C);
+            gemm(im, 0, 0, rc, C, V, L, V, w, C, 0.0f, dinp + (size_t)n0 * C, C);
+        }
+    }
+    *loss_sum = total;
+    PROF_END(K_XENT, (dinp ? 6.0 : 2.0) * N * C * (double)V);
+}
+
+static void cpu_lm_head_xent_bf16(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp,
+                                  const float *w, const uint16_t *w16, const int32_t *targets, int N, int C, int V,
+                                  float scale) {
+    xent_bf16(be, loss_sum, dinp, dw, inp, w, w16, targets, N, C, V, scale);
+}
+
 // ---------------------------------------------------------------- create
 
 static int env_int(const char *name, int def, int lo, int hi) {
@@ -1013,11 +1262,17 @@ pt_backend *pt_backend_cpu_create(void) {
     if (fault && strcmp(fault, "rmsnorm_eps") == 0) {
         fault_rms_eps_scale = 10.0f;  // 1e-6 -> 1e-5: ~1% on rstd at init activations
         fprintf(stderr, "warning: PT_FAULT_KERNEL=rmsnorm_eps: cpu backend uses a WRONG rmsnorm eps (test only)\n");
+    } else if (fault && strcmp(fault, "bf16_cast") == 0) {
+        fault_bf16_cast = 1;
+        fprintf(stderr, "warning: PT_FAULT_KERNEL=bf16_cast: cpu backend casts to bf16 WRONGLY (test only)\n");
     } else if (fault && *fault) {
         fprintf(stderr, "warning: PT_FAULT_KERNEL=%s is unknown to the cpu backend; ignored\n", fault);
     }
-    snprintf(be->device, sizeof be->device, "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, fp32)",
-             simd_level(), openblas_get_corename(), omp_get_max_threads());
+    // PT_CPU_BF16_GEMM=sgemm: bf16 matmuls on the fp32 sgemm path (the fallback of CPUs without bf16 units).
+    const char *bg = getenv("PT_CPU_BF16_GEMM");
+    im->dnnl = bg && !strcmp(bg, "sgemm") ? NULL : pt_dnnl_create();
+    snprintf(be->device, sizeof be->device, "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, bf16 matmuls: %s)",
+             simd_level(), openblas_get_corename(), omp_get_max_threads(), im->dnnl ? pt_dnnl_impl(im->dnnl) : "sgemm");
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->upload = cpu_copy;
@@ -1044,6 +1299,11 @@ pt_backend *pt_backend_cpu_create(void) {
     be->sum_squares = cpu_sum_squares;
     be->scale = cpu_scale;
     be->adamw = cpu_adamw;
+    be->round_bf16 = cpu_round_bf16;
+    be->pack_bf16 = cpu_pack_bf16;
+    be->matmul_forward_bf16 = cpu_matmul_forward_bf16;
+    be->matmul_backward_bf16 = cpu_matmul_backward_bf16;
+    be->lm_head_xent_bf16 = cpu_lm_head_xent_bf16;
     return be;
 }
 #endif  // PT_NO_CPU_BACKEND

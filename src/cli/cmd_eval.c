@@ -12,17 +12,19 @@
 
 static void help(void) {
     printf("usage: portatrain eval --model DIR --data SHARD --seq-len T [--per-device-eval-batch-size B]\n"
-           "                      [--max-batches N] [--backend NAME] [--logits-out FILE]\n\n"
+           "                      [--max-batches N] [--backend NAME] [--precision fp32|bf16]\n"
+           "                      [--logits-out FILE]\n\n"
            "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
            "--max-batches every full batch of windows in the shard is evaluated once.\n"
            "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
-           "safetensors, e.g. for tools/hf_check_model.py.\n");
+           "safetensors, e.g. for tools/hf_check_model.py. --precision bf16 evaluates as Hugging Face's\n"
+           "bf16 model does (docs/PRECISION.md).\n");
 }
 
 int cmd_eval(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
-    const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref", *logits_out = NULL;
+    const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref", *logits_out = NULL, *precision = "fp32";
     int64_t T = 0, B = 8, max_batches = -1;
     const char *o;
     while ((o = argp_next(&p))) {
@@ -34,14 +36,18 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(o, "--max-batches")) max_batches = argp_int(&p);
         else if (!strcmp(o, "--backend")) backend = argp_value(&p);
         else if (!strcmp(o, "--logits-out")) logits_out = argp_value(&p);
+        else if (!strcmp(o, "--precision")) precision = argp_value(&p);
         else return argp_unknown(&p, o);
     }
     if (!model_dir || !data || T <= 0 || B <= 0)
         return cli_usage_error("eval", "--model, --data and a positive --seq-len are required");
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
+        return cli_usage_error("eval", "--precision must be fp32 or bf16 (got '%s')", precision);
     pt_backend *be = pt_backend_create(backend);
     if (!be) return cli_fail();
     qwen3_model m;
-    if (hf_model_load(&m, model_dir, be) != 0) {
+    if (hf_model_load(&m, model_dir, be) != 0 || qwen3_set_precision(&m, precision) != 0) {
+        if (m.be) qwen3_free(&m);
         pt_backend_destroy(be);
         return cli_fail();
     }
@@ -90,8 +96,9 @@ int cmd_eval(int argc, char **argv) {
     }
     if (!rc) {
         double loss = tokens ? total / tokens : NAN;
-        printf("{\"loss\": %.17g, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %.10g, \"backend\": \"%s\"}\n",
-               loss, tokens, (unsigned long long)nbatches, exp(loss), be->name);
+        printf("{\"loss\": %.17g, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %.10g, \"backend\": \"%s\", "
+               "\"precision\": \"%s\"}\n",
+               loss, tokens, (unsigned long long)nbatches, exp(loss), be->name, precision);
     }
     free(ids);
     free(labels);

@@ -73,11 +73,6 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
                      p->backend, pt_backend_list());
         return -1;
     }
-    if (strcmp(p->precision, "fp32")) {
-        pt_set_error("platform SPEC '%s': precision %s is not supported by this build yet (fp32 only; bf16 is issue 11)",
-                     spec, p->precision);
-        return -1;
-    }
     if (p->tp * p->dp * p->fsdp != 1) {
         pt_set_error("platform SPEC '%s': parallel layout tp=%d dp=%d fsdp=%d is not supported by this build yet "
                      "(single process only; distributed training is issue 7)", spec, p->tp, p->dp, p->fsdp);
@@ -429,6 +424,7 @@ static void train_args(acc_ctx *c, argbuf *a, const pt_platform *pl, const char 
     ab_add(a, "--data"); ab_add(a, o->train_data);
     ab_add(a, "--output-dir"); ab_add(a, out_dir);
     ab_add(a, "--backend"); ab_add(a, pl->backend);
+    ab_add(a, "--precision"); ab_add(a, pl->precision);
     ab_num(a, "--max-steps", "%ld", (double)o->steps);
     ab_num(a, "--seq-len", "%ld", o->seq_len);
     ab_num(a, "--per-device-train-batch-size", "%ld", o->batch);
@@ -652,7 +648,8 @@ static int eval_run(acc_ctx *c, run_t *r, const char *model_dir, const char *pha
     snprintf(mb, sizeof mb, "%d", c->o->eval_batches);
     snprintf(sl, sizeof sl, "%d", c->o->seq_len);
     char *args[] = {"eval", "--model", (char *)model_dir, "--data", (char *)c->o->eval_data, "--seq-len", sl,
-                    "--per-device-eval-batch-size", "8", "--max-batches", mb, "--backend", (char *)r->pl->backend, NULL};
+                    "--per-device-eval-batch-size", "8", "--max-batches", mb, "--backend", (char *)r->pl->backend,
+                    "--precision", (char *)r->pl->precision, NULL};
     char label[96], logn[64];
     snprintf(label, sizeof label, "eval %s %s", r->role, r->pl->text);
     snprintf(logn, sizeof logn, "eval_%s", r->role);

@@ -229,12 +229,12 @@ static cJSON *device_json(void) {
     return d;
 }
 
-static cJSON *platform_json(const char *backend, const char *device) {
+static cJSON *platform_json(const pt_train_args *a, const char *backend, const char *device) {
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "backend", backend ? backend : "");
     if (device && *device) cJSON_AddStringToObject(p, "backend_device", device);
     else cJSON_AddNullToObject(p, "backend_device");
-    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "precision", a->precision ? a->precision : "fp32");
     cJSON *par = cJSON_AddObjectToObject(p, "parallel");
     cJSON_AddNumberToObject(par, "tp", 1);
     cJSON_AddNumberToObject(par, "dp", 1);
@@ -292,7 +292,7 @@ cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     cJSON_AddStringToObject(m, "created_utc", ts);
     cJSON_AddItemToObject(m, "frozen", frozen);
-    cJSON_AddItemToObject(m, "platform", platform_json(backend, device));
+    cJSON_AddItemToObject(m, "platform", platform_json(a, backend, device));
     cJSON_AddItemToObject(m, "software", software_json());
     cJSON *run = cJSON_AddObjectToObject(m, "run");
     cJSON_AddStringToObject(run, "output_dir", a->output_dir);
