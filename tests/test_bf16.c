@@ -1,4 +1,4 @@
-// Precision bf16 (issue 11): the rounding kernel on every CPU backend, the
+// Precision bf16 (issue 11): the rounding kernel on every backend, the
 // in-kernel casts of the fast cpu backend against cpu-ref, and the bf16 model
 // forward against Hugging Face transformers' bf16 Qwen3 (fixtures written by
 // tools/hf_bf16_golden.py next to the fp32 golden models).
@@ -340,9 +340,10 @@ static void check_hf_variant(const char *variant, const char *spec) {
 int main(void) {
     check_round("cpu-ref");
     check_round("cpu");
+    check_round("opencl");  // (skipped where the build or the machine has no OpenCL)
     check_casts_cpu();
-    const char *variants[] = {"tied", "untied"}, *specs[] = {"cpu-ref", "cpu"};
-    for (int v = 0; v < 2; v++)
-        for (int s = 0; s < 2; s++) check_hf_variant(variants[v], specs[s]);
+    const char *variants[] = {"tied", "untied"}, *specs[] = {"cpu-ref", "cpu", "opencl"};
+    for (size_t v = 0; v < PT_ARRAY_LEN(variants); v++)
+        for (size_t s = 0; s < PT_ARRAY_LEN(specs); s++) check_hf_variant(variants[v], specs[s]);
     return test_summary("test_bf16");
 }
