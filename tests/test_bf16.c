@@ -21,16 +21,6 @@ static float frand(void) {  // uniform [-1, 1)
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
 }
-static float bits_to_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
 // Backend buffer from host floats, and back.
 static float *up(pt_backend *be, const float *h, size_t n) {

@@ -346,27 +346,17 @@ static void check_xent(int N, int C, int V) {
 
 // ------------------------------------------------------------ bf16
 
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 // Distance in bf16 ulps of two bf16-exact values (on the ordered integer line,
 // so it also counts across zero).
 static long bf16_ulps(float a, float b) {
-    const uint32_t ua = bits(a), ub = bits(b);
+    const uint32_t ua = float_bits(a), ub = float_bits(b);
     const long ka = ua >> 31 ? -(long)(ua & 0x7fffffffu) : (long)ua;
     const long kb = ub >> 31 ? -(long)(ub & 0x7fffffffu) : (long)ub;
     return labs(ka - kb) >> 16;
 }
 static bool all_bf16_exact(const float *a, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (bits(a[i]) & 0xffffu) return false;
+        if (float_bits(a[i]) & 0xffffu) return false;
     return true;
 }
 // Elements differing from want, and the largest difference in bf16 ulps.
@@ -374,7 +364,7 @@ static size_t bf16_mismatches(const float *got, const float *want, size_t n, lon
     size_t diff = 0;
     *max_ulps = 0;
     for (size_t i = 0; i < n; i++)
-        if (bits(got[i]) != bits(want[i])) {
+        if (float_bits(got[i]) != float_bits(want[i])) {
             diff++;
             long u = bf16_ulps(got[i], want[i]);
             if (u > *max_ulps) *max_ulps = u;
@@ -405,7 +395,7 @@ static void check_round_bf16(void) {
         if (i < ns) u = special[i];
         else if (i % 4 == 1) u = (u & 0xffff0000u) | 0x8000u;  // exact ties, both parities of bit 16
         else if (i % 4 == 2) u &= 0x807fffffu;                 // denormals
-        x[i] = from_bits(u);
+        x[i] = bits_to_float(u);
     }
     float *want = pt_aligned_alloc(sizeof(float) * n);
     ref->round_bf16(ref, want, x, n);
@@ -416,9 +406,10 @@ static void check_round_bf16(void) {
     CHECK(!memcmp(y, want, sizeof(float) * n), "round_bf16 (out of place) differs bitwise from cpu-ref");
     CHECK(!memcmp(z, want, sizeof(float) * n), "round_bf16 (in place) differs bitwise from cpu-ref");
     size_t bad = 0;
-    for (size_t i = 0; i < ns; i++) bad += bits(y[i]) != bits(want[i]);
-    CHECK(bits(want[16]) == 0x3f800000u && bits(want[17]) == 0x3f820000u && bits(want[23]) == 0x7f800000u &&
-              (bits(want[4]) & 0x7fffffffu) > 0x7f800000u && (bits(want[8]) & 0x7fffffffu) > 0x7f800000u,
+    for (size_t i = 0; i < ns; i++) bad += float_bits(y[i]) != float_bits(want[i]);
+    CHECK(float_bits(want[16]) == 0x3f800000u && float_bits(want[17]) == 0x3f820000u &&
+              float_bits(want[23]) == 0x7f800000u && (float_bits(want[4]) & 0x7fffffffu) > 0x7f800000u &&
+              (float_bits(want[8]) & 0x7fffffffu) > 0x7f800000u,
           "cpu-ref round_bf16: ties, NaN or overflow not as util/bf16.h documents");
     printf("round_bf16: %zu values (%zu special) bitwise equal to cpu-ref: %s\n", n, ns,
            !memcmp(y, want, sizeof(float) * n) && !bad ? "yes" : "NO");
@@ -486,7 +477,7 @@ static void check_bf16_kernels(void) {
             const size_t row = (size_t)i * C;
             diff = bf16_mismatches(got + row, y + row, C, &ulps);
             if (ulps > worst) worst = ulps;
-            if (bits(rg[i]) != bits(r[i])) rows_rstd_differ++;
+            if (float_bits(rg[i]) != float_bits(r[i])) rows_rstd_differ++;
             else rows_same_rstd_differ += diff > 0;
         }
         diff = bf16_mismatches(got, y, n, &ulps);

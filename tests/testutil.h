@@ -1,7 +1,9 @@
 // Minimal test harness: CHECK macros that count failures, and helpers.
 #pragma once
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern int pt_test_failures;
 extern int pt_test_checks;
@@ -26,3 +28,15 @@ char *test_shared_path(const char *rel);
 char *test_tmpdir(const char *tag);
 // Runs a shell command; returns its exit status; captures stderr into *err (malloc'd) if err.
 int test_run(const char *cmd, char **out, char **err);
+
+// The bit pattern of an fp32 value, and back (bitwise comparisons, NaN payloads).
+static inline uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float bits_to_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
