@@ -290,6 +290,10 @@ static void check_hf_variant(const char *variant, const char *spec) {
     qwen3_model m;
     CHECK(hf_model_load(&m, dir, be) == 0, "%s", pt_last_error());
     CHECK(qwen3_set_precision(&m, "bf16") == 0, "%s", pt_last_error());
+    if (getenv("PT_CPU_BF16_GEMM")) {
+        CHECK(m.wpacked == NULL, "PT_CPU_BF16_GEMM=sgemm still packs bf16 weights");
+        spec = "cpu, sgemm fallback";
+    }
     const int B = 2, T = 16;
     int32_t ids[32], labels[32];
     CHECK(st_read_i32(&ex, st_find(&ex, "input_ids"), ids, 32) == 0, "input_ids");
@@ -341,8 +345,12 @@ int main(void) {
     check_round("cpu-ref");
     check_round("cpu");
     check_casts_cpu();
-    const char *variants[] = {"tied", "untied"}, *specs[] = {"cpu-ref", "cpu"};
-    for (int v = 0; v < 2; v++)
-        for (int s = 0; s < 2; s++) check_hf_variant(variants[v], specs[s]);
+    const char *variants[] = {"tied", "untied"}, *specs[] = {"cpu-ref", "cpu", "cpu"};
+    for (int s = 0; s < 3; s++) {
+        // the third pass: the cpu backend's fallback for CPUs without bf16 matmuls (sgemm on bf16 values)
+        if (s == 2) setenv("PT_CPU_BF16_GEMM", "sgemm", 1);
+        for (int v = 0; v < 2; v++) check_hf_variant(variants[v], specs[s]);
+    }
+    unsetenv("PT_CPU_BF16_GEMM");
     return test_summary("test_bf16");
 }
