@@ -67,7 +67,7 @@ jcheck "$T/r/report.json" "r['verdict']=='REFUSED' and 'portability' in r and r[
 
 # 5. unusable input: one line naming what is wrong, exit 2, nothing run
 check 2 "backend 'cuda' is not built" -- "$B" accept --baseline cpu-ref --candidate cuda:fp32 --output-dir "$T/x"
-check 2 "precision bf16 is not supported" -- "$B" accept --baseline cpu-ref --candidate cpu:bf16 --output-dir "$T/x"
+check 2 "unknown part 'fp16'" -- "$B" accept --baseline cpu-ref --candidate cpu:fp16 --output-dir "$T/x"
 check 2 "tp=2 dp=1 fsdp=1 is not supported" -- "$B" accept --baseline cpu-ref --candidate cpu:tp=2 --output-dir "$T/x"
 check 2 "unknown part 'zz=1'" -- "$B" accept --baseline cpu-ref --candidate cpu:zz=1 --output-dir "$T/x"
 check 2 "nope.json" -- "$B" accept --baseline cpu-ref --candidate cpu --price-table "$T/nope.json" --output-dir "$T/x"

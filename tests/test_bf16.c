@@ -280,6 +280,10 @@ static void check_hf_variant(const char *variant, const char *spec) {
     qwen3_model m;
     CHECK(hf_model_load(&m, dir, be) == 0, "%s", pt_last_error());
     CHECK(qwen3_set_precision(&m, "bf16") == 0, "%s", pt_last_error());
+    if (getenv("PT_CPU_BF16_GEMM")) {
+        CHECK(m.wpacked == NULL, "PT_CPU_BF16_GEMM=sgemm still packs bf16 weights");
+        spec = "cpu, sgemm fallback";
+    }
     const int B = 2, T = 16;
     int32_t ids[32], labels[32];
     CHECK(st_read_i32(&ex, st_find(&ex, "input_ids"), ids, 32) == 0, "input_ids");
@@ -332,8 +336,13 @@ int main(void) {
     check_round("cpu");
     check_round("opencl");  // (skipped where the build or the machine has no OpenCL)
     check_casts_cpu();
-    const char *variants[] = {"tied", "untied"}, *specs[] = {"cpu-ref", "cpu", "opencl"};
-    for (size_t v = 0; v < PT_ARRAY_LEN(variants); v++)
-        for (size_t s = 0; s < PT_ARRAY_LEN(specs); s++) check_hf_variant(variants[v], specs[s]);
+    const char *variants[] = {"tied", "untied"}, *specs[] = {"cpu-ref", "cpu", "cpu"};
+    for (int s = 0; s < 3; s++) {
+        // the third pass: the cpu backend's fallback for CPUs without bf16 matmuls (sgemm on bf16 values)
+        if (s == 2) setenv("PT_CPU_BF16_GEMM", "sgemm", 1);
+        for (int v = 0; v < 2; v++) check_hf_variant(variants[v], specs[s]);
+    }
+    unsetenv("PT_CPU_BF16_GEMM");
+    for (int v = 0; v < 2; v++) check_hf_variant(variants[v], "opencl");  // (skipped without OpenCL)
     return test_summary("test_bf16");
 }

@@ -1102,10 +1102,6 @@ PT_CLONES static void swiglu_fwd_blk_bf16(float *restrict out, const float *rest
 static void cpu_matmul_forward_bf16(pt_backend *be, float *out, const float *inp, const float *w, const uint16_t *w16,
                                     int N, int C, int OC) {
     cpu_impl *im = be->impl;
-    if (!im->dnnl) {
-        cpu_matmul_forward(be, out, inp, w, N, C, OC);
-        return;
-    }
     PROF_BEGIN(be);
     const uint16_t *x16 = pack_scratch(be, &im->b16a, inp, (size_t)N * C);
     pt_dnnl_gemm_bf16(im->dnnl, false, true, N, OC, C, x16, C, w16, C, false, out, OC);
@@ -1115,10 +1111,6 @@ static void cpu_matmul_forward_bf16(pt_backend *be, float *out, const float *inp
 static void cpu_matmul_backward_bf16(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
                                      const float *w, const uint16_t *w16, int N, int C, int OC) {
     cpu_impl *im = be->impl;
-    if (!im->dnnl) {
-        cpu_matmul_backward(be, dinp, dw, dout, inp, w, N, C, OC);
-        return;
-    }
     PROF_BEGIN(be);
     const uint16_t *g16 = pack_scratch(be, &im->b16a, dout, (size_t)N * OC);
     if (dinp) pt_dnnl_gemm_bf16(im->dnnl, false, false, N, C, OC, g16, OC, w16, C, true, dinp, C);  // += dout @ w
@@ -1300,10 +1292,12 @@ pt_backend *pt_backend_cpu_create(void) {
     be->scale = cpu_scale;
     be->adamw = cpu_adamw;
     be->round_bf16 = cpu_round_bf16;
-    be->pack_bf16 = cpu_pack_bf16;
-    be->matmul_forward_bf16 = cpu_matmul_forward_bf16;
-    be->matmul_backward_bf16 = cpu_matmul_backward_bf16;
-    be->lm_head_xent_bf16 = cpu_lm_head_xent_bf16;
+    if (im->dnnl) {  // packed bf16 matmuls; without them the model runs bf16 on the fp32 kernels
+        be->pack_bf16 = cpu_pack_bf16;
+        be->matmul_forward_bf16 = cpu_matmul_forward_bf16;
+        be->matmul_backward_bf16 = cpu_matmul_backward_bf16;
+        be->lm_head_xent_bf16 = cpu_lm_head_xent_bf16;
+    }
     return be;
 }
 #endif  // PT_NO_CPU_BACKEND

@@ -128,8 +128,9 @@ pt_dnnl *pt_dnnl_create(void) {
         free(d);
         return NULL;
     }
-    // Probe: a bf16 matmul this CPU can run at all (oneDNN has no bf16 on pre-AVX-512 x86).
-    gemm_entry probe = {.M = 16, .N = 16, .K = 16, .lda = 16, .ldb = 16, .ldc = 16};
+    // Probe: a bf16 matmul this CPU can run at all (oneDNN has no bf16 on pre-AVX-512 x86), of a size
+    // that gets the implementation a model's matmuls get (impl is reported by `portatrain devices`).
+    gemm_entry probe = {.tb = 1, .M = 256, .N = 256, .K = 256, .lda = 256, .ldb = 256, .ldc = 256};
     if (create_entry(d, &probe) != 0) {
         pt_warn("oneDNN has no bf16 matmul on this CPU; the cpu backend runs bf16 matmuls on fp32 sgemm");
         dnnl_stream_destroy(d->stream);

@@ -25,13 +25,15 @@ typedef struct {
 // per-step at step 100), so the whole-run bounds are ~4x above that drift.
 // bf16 (a bf16 run against an fp32 one): calibrated on cpu bf16 and cpu-ref bf16
 // against cpu-ref fp32, tiny, 100 steps (docs/PRECISION.md): correct bf16 runs
-// measured step-0 loss <= 1.2e-5, step-0 grad norm <= 1.2e-4, early <= 3.5e-5,
-// per-step <= 2.2e-2 (chaotic drift), final window <= 1.8e-3; a broken cast
-// (PT_FAULT_KERNEL=bf16_cast) 1.6e-4, 1.1e-1, 1.0e-3, 4.4e-2, 9.0e-3.
+// measured step-0 loss <= 1.2e-5, step-0 grad norm <= 1.2e-4, early <= 3.7e-5;
+// the whole-run numbers are chaotic drift (per-step <= 2.2e-2, final window
+// <= 8.0e-3, eval <= 5.5e-3) and only bound it. A broken cast
+// (PT_FAULT_KERNEL=bf16_cast) measured 1.6e-4, 1.1e-1, 1.0e-3: the step-0 and
+// early checks carry the detection, as in fp32.
 static int profile_tol(const char *p, const char *path, tolerances *t) {
     if (!strcmp(p, "exact")) { *t = (tolerances){0, 0, 10, 0, 0, 10, 0, 0}; return 0; }
     if (!strcmp(p, "fp32")) { *t = (tolerances){1e-5, 1e-3, 10, 1e-4, 1e-2, 10, 5e-3, 5e-3}; return 0; }
-    if (!strcmp(p, "bf16")) { *t = (tolerances){1e-4, 1e-2, 10, 5e-4, 8e-2, 10, 5e-3, 1e-2}; return 0; }
+    if (!strcmp(p, "bf16")) { *t = (tolerances){1e-4, 1e-2, 10, 5e-4, 8e-2, 10, 2e-2, 2e-2}; return 0; }
     if (strcmp(p, "custom")) { pt_set_error("compare: unknown profile \"%s\" (exact, fp32, bf16, custom)", p); return -1; }
     if (!path) { pt_set_error("compare: --profile custom needs --tolerances FILE"); return -1; }
     FILE *f = fopen(path, "rb");
