@@ -2,7 +2,8 @@
 # Activation checkpointing changes memory, not results (issue 11): with every policy (none, full,
 # selective, selective:every=1, op) and on cpu-ref and cpu, 10 training steps give bitwise the same
 # losses, gradient norms and final weights, and the activation allocation shrinks as the policy says
-# (a 6-layer model, so that a shared recompute buffer is worth it). A bad policy is one clear error.
+# (a 6-layer model, so that a shared recompute buffer is worth it); the same in bf16 on cpu. A bad
+# policy is one clear error.
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -37,6 +38,19 @@ assert m["full"] < m["op"] < m["none"], m
 print("memory ordered", m)
 PY
 done
+# bf16 (the casts happen in the recomputation too): full, selective and op bitwise those of none
+for p in none full selective op; do
+  OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bf16-$p" --max-steps 10 \
+    --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
+    --backend cpu --precision bf16 --quiet --activation-checkpointing "$p" 2>"$T/err" || { echo "FAIL: bf16 $p: $(cat "$T/err")"; fail=1; continue; }
+  [ "$p" = none ] && continue
+  if cmp -s "$T/bf16-none/model.safetensors" "$T/bf16-$p/model.safetensors" &&
+     diff <(cut -d, -f1-3 "$T/bf16-none/metrics.jsonl") <(cut -d, -f1-3 "$T/bf16-$p/metrics.jsonl") >/dev/null; then
+    echo "ok: cpu bf16 $p: losses, grad norms and final weights bitwise those of none"
+  else echo "FAIL: cpu bf16 $p differs from none"; fail=1; fi
+done
+cmp -s "$T/bf16-none/model.safetensors" "$T/cpu-none/model.safetensors" \
+  && { echo "FAIL: the bf16 run's weights equal the fp32 run's"; fail=1; } || echo "ok: bf16 differs from fp32"
 check 1 "want none, full, selective" -- "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bad" \
   --max-steps 1 --seq-len 16 --activation-checkpointing selective:every=0
 [ "$fail" -eq 0 ] && echo "test_act_ckpt: all checks passed"
