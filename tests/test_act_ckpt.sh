@@ -16,17 +16,21 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 "$PORTATRAIN" init --config "$T/config.json" --seed 3 --output-dir "$T/init" >/dev/null 2>&1
 data="$PT_SOURCE_DIR/tests/fixtures/golden/untied/data.bin"
+# run_policy NAME POLICY TRAIN-ARGS...: 10 steps into $T/NAME-POLICY; for a policy other than none, its
+# losses, grad norms and final weights must be bitwise those of $T/NAME-none.
+run_policy() {
+  local name=$1 p=$2; shift 2
+  OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/$name-$p" --max-steps 10 \
+    --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
+    --quiet --activation-checkpointing "$p" "$@" 2>"$T/err" || { echo "FAIL: $name $p: $(cat "$T/err")"; fail=1; return; }
+  [ "$p" = none ] && return
+  if cmp -s "$T/$name-none/model.safetensors" "$T/$name-$p/model.safetensors" &&
+     diff <(cut -d, -f1-3 "$T/$name-none/metrics.jsonl") <(cut -d, -f1-3 "$T/$name-$p/metrics.jsonl") >/dev/null; then
+    echo "ok: $name $p: losses, grad norms and final weights bitwise those of none"
+  else echo "FAIL: $name $p differs from none"; fail=1; fi
+}
 for be in cpu-ref cpu; do
-  for p in none full selective selective:every=1 selective:every=3 op; do
-    OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/$be-$p" --max-steps 10 \
-      --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
-      --backend "$be" --quiet --activation-checkpointing "$p" 2>"$T/err" || { echo "FAIL: $be $p: $(cat "$T/err")"; fail=1; continue; }
-    [ "$p" = none ] && continue
-    if cmp -s "$T/$be-none/model.safetensors" "$T/$be-$p/model.safetensors" &&
-       diff <(cut -d, -f1-3 "$T/$be-none/metrics.jsonl") <(cut -d, -f1-3 "$T/$be-$p/metrics.jsonl") >/dev/null; then
-      echo "ok: $be $p: losses, grad norms and final weights bitwise those of none"
-    else echo "FAIL: $be $p differs from none"; fail=1; fi
-  done
+  for p in none full selective selective:every=1 selective:every=3 op; do run_policy "$be" "$p" --backend "$be"; done
   check 0 "memory ordered" -- python3 - "$T" "$be" <<'PY'
 import json, sys
 d, be = sys.argv[1], sys.argv[2]
@@ -39,16 +43,7 @@ print("memory ordered", m)
 PY
 done
 # bf16 (the casts happen in the recomputation too): full, selective and op bitwise those of none
-for p in none full selective op; do
-  OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bf16-$p" --max-steps 10 \
-    --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
-    --backend cpu --precision bf16 --quiet --activation-checkpointing "$p" 2>"$T/err" || { echo "FAIL: bf16 $p: $(cat "$T/err")"; fail=1; continue; }
-  [ "$p" = none ] && continue
-  if cmp -s "$T/bf16-none/model.safetensors" "$T/bf16-$p/model.safetensors" &&
-     diff <(cut -d, -f1-3 "$T/bf16-none/metrics.jsonl") <(cut -d, -f1-3 "$T/bf16-$p/metrics.jsonl") >/dev/null; then
-    echo "ok: cpu bf16 $p: losses, grad norms and final weights bitwise those of none"
-  else echo "FAIL: cpu bf16 $p differs from none"; fail=1; fi
-done
+for p in none full selective op; do run_policy bf16 "$p" --backend cpu --precision bf16; done
 cmp -s "$T/bf16-none/model.safetensors" "$T/cpu-none/model.safetensors" \
   && { echo "FAIL: the bf16 run's weights equal the fp32 run's"; fail=1; } || echo "ok: bf16 differs from fp32"
 check 1 "want none, full, selective" -- "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bad" \
