@@ -20,9 +20,16 @@ until the last training step has been logged, so portatrain's final model
 save (which makes host copies of the weights) is not counted; PyTorch's
 worker does nothing after its last step.
 
+bf16 (--precisions fp32,bf16): portatrain `--precision bf16` (docs/PRECISION.md)
+against PyTorch's mixed-precision recipe, torch.autocast("cpu", bfloat16)
+around the forward and loss (fp32 master weights and AdamW, as ours); bf16
+MFU is against the measured bf16 matmul ceiling (bench/bf16_ceiling.c,
+oneDNN: AMX / AVX512-BF16 where the CPU has them).
+
   python3 bench/bench_train.py                      # both configs, ~10 minutes on 2 cores
   python3 bench/bench_train.py --configs tiny --reps 2
   python3 bench/bench_train.py --portatrain build-cpu/portatrain --threads 2
+  python3 bench/bench_train.py --precisions fp32,bf16
 """
 import argparse
 import json
@@ -136,6 +143,19 @@ def sgemm_ceiling(threads, tmp):
     raise RuntimeError("sgemm_ceiling printed no ceiling")
 
 
+def bf16_ceiling(threads, tmp):
+    exe = os.path.join(tmp, "bf16_ceiling")
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-O2", os.path.join(HERE, "bf16_ceiling.c"), "-o", exe, "-ldnnl"], check=True)
+    out = subprocess.run([exe, "7", "2048", "3072", "4096"], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS=str(threads))).stdout
+    print(out.rstrip())
+    for line in out.splitlines():
+        if line.startswith("ceiling_gflops"):
+            return float(line.split()[1]) * 1e9
+    raise RuntimeError("bf16_ceiling printed no ceiling")
+
+
 def write_shard(path, vocab, n):
     import numpy as np
 
@@ -173,7 +193,8 @@ def torch_worker(a):
             rows = np.stack([np.asarray(tok[base + i * (T + 1): base + (i + 1) * (T + 1)], dtype=np.int64)
                              for i in range(B)])
             ids = torch.from_numpy(rows[:, :T])
-            loss = model(input_ids=ids, labels=ids).loss  # HF shifts the labels itself
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+                loss = model(input_ids=ids, labels=ids).loss  # HF shifts the labels itself
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -196,6 +217,7 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--precisions", default="fp32", help="fp32, bf16 or fp32,bf16")
     # internal: the PyTorch worker
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -204,6 +226,7 @@ def main():
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--seq-len", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--lr", type=float, default=1e-4, help=argparse.SUPPRESS)
+    ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_worker:
         return torch_worker(a)
@@ -229,8 +252,13 @@ def main():
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs; threads used: {a.threads}")
     print(f"portatrain: {exe}; torch: {torch_version}")
-    ceiling = sgemm_ceiling(a.threads, tmp)
-    print(f"sgemm ceiling ({a.threads} threads): {ceiling / 1e9:.1f} GFLOP/s\n")
+    precisions = a.precisions.split(",")
+    ceilings = {"fp32": sgemm_ceiling(a.threads, tmp)}
+    print(f"sgemm ceiling ({a.threads} threads): {ceilings['fp32'] / 1e9:.1f} GFLOP/s")
+    if "bf16" in precisions:
+        ceilings["bf16"] = bf16_ceiling(a.threads, tmp)
+        print(f"bf16 matmul ceiling ({a.threads} threads): {ceilings['bf16'] / 1e9:.1f} GFLOP/s")
+    print()
 
     base_cfg = json.load(open(os.path.join(ROOT, "configs", "tiny.json")))
     results = []
@@ -254,64 +282,75 @@ def main():
               f"{cfg['num_attention_heads']}/{cfg['num_key_value_heads']} heads x {cfg['head_dim']}, "
               f"intermediate {cfg['intermediate_size']}, vocab {cfg['vocab_size']}; batch {B} x seq {T}; "
               f"{fpt * B * T / 1e9:.1f} GFLOP/step; {a.reps} reps x {steps} timed steps (+{warm} warm-up)")
-        runs = {"portatrain": [], "pytorch": []}
-        for rep in range(a.reps):
-            out = os.path.join(cdir, f"pt-{rep}")
-            metrics = os.path.join(out, "metrics.jsonl")
-            cmd = [exe, "train", "--backend", "cpu", "--model", model, "--data", data, "--output-dir", out,
-                   "--max-steps", str(total), "--seq-len", str(T), "--per-device-train-batch-size", str(B),
-                   "--learning-rate", "1e-4", "--quiet"]
-            os.makedirs(out)
-            rc, hwm, maxrss = run_measured(cmd, env, metrics, total, os.path.join(cdir, f"pt-{rep}.log"))
-            if rc != 0:
-                sys.exit(f"portatrain failed (rc {rc}); see {cdir}/pt-{rep}.log")
-            ts = step_times(metrics, warm)
-            runs["portatrain"].append((statistics.median(ts), hwm, maxrss))
-            shutil.rmtree(out, ignore_errors=True)  # the saved model
-            print(f"  rep {rep}: portatrain {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB"
-                  f" (incl. final save {maxrss / 1024:.0f} MiB)")
-            if a.no_torch:
-                continue
-            metrics = os.path.join(cdir, f"torch-{rep}.jsonl")
-            cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--data", data,
-                   "--metrics", metrics, "--batch", str(B), "--seq-len", str(T), "--steps", str(total),
-                   "--threads", str(a.threads)]
-            rc, hwm, maxrss = run_measured(cmd, env, metrics, total, os.path.join(cdir, f"torch-{rep}.log"))
-            if rc != 0:
-                sys.exit(f"PyTorch worker failed (rc {rc}); see {cdir}/torch-{rep}.log")
-            ts = step_times(metrics, warm)
-            runs["pytorch"].append((statistics.median(ts), hwm, maxrss))
-            print(f"  rep {rep}: pytorch    {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
-        for fw, rs in runs.items():
-            if not rs:
-                continue
-            st = statistics.median(r[0] for r in rs)
-            tok_s = B * T / st
-            results.append({
-                "config": name, "framework": fw, "batch": B, "seq_len": T, "tokens_per_s": tok_s,
-                "ms_per_step": st * 1e3, "peak_rss_mib": max(r[1] for r in rs) / 1024,
-                "mfu": fpt * tok_s / ceiling, "model_gflops_per_s": fpt * tok_s / 1e9,
-                "step_ms_reps": [r[0] * 1e3 for r in rs],
-            })
+        for prec in precisions:
+            bench_config(a, exe, env, name, cdir, model, data, cfg, B, T, total, warm, fpt, prec, ceilings[prec],
+                         results)
         print()
 
-    print(f"sgemm ceiling {ceiling / 1e9:.1f} GFLOP/s ({a.threads} threads); medians over {a.reps} repetitions")
-    hdr = f"{'config':<9} {'framework':<11} {'batch x seq':>11} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs torch':>8}"
+    print(f"ceilings ({a.threads} threads): " + ", ".join(f"{p} {c / 1e9:.1f} GFLOP/s" for p, c in ceilings.items()) +
+          f"; medians over {a.reps} repetitions; MFU against the ceiling of the run's precision")
+    hdr = f"{'config':<9} {'framework':<11} {'prec':<5} {'batch x seq':>11} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs torch':>8}"
     print(hdr)
     print("-" * len(hdr))
     for r in results:
-        ref = [q for q in results if q["config"] == r["config"] and q["framework"] == "pytorch"]
+        ref = [q for q in results if q["config"] == r["config"] and q["framework"] == "pytorch"
+               and q["precision"] == r["precision"]]
         sp = f"{r['tokens_per_s'] / ref[0]['tokens_per_s']:.2f}x" if ref else "-"
-        print(f"{r['config']:<9} {r['framework']:<11} {r['batch']:>4} x {r['seq_len']:<4} {r['tokens_per_s']:9.0f} "
-              f"{r['ms_per_step']:9.1f} {r['peak_rss_mib']:12.0f} {100 * r['mfu']:5.1f}% {sp:>8}")
+        print(f"{r['config']:<9} {r['framework']:<11} {r['precision']:<5} {r['batch']:>4} x {r['seq_len']:<4} "
+              f"{r['tokens_per_s']:9.0f} {r['ms_per_step']:9.1f} {r['peak_rss_mib']:12.0f} {100 * r['mfu']:5.1f}% {sp:>8}")
     if a.json:
         json.dump({"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "threads": a.threads,
-                   "sgemm_ceiling_gflops": ceiling / 1e9, "torch": torch_version, "results": results},
+                   "sgemm_ceiling_gflops": ceilings["fp32"] / 1e9,
+                   "bf16_ceiling_gflops": ceilings["bf16"] / 1e9 if "bf16" in ceilings else None,
+                   "torch": torch_version, "results": results},
                   open(a.json, "w"), indent=2)
     if a.keep:
         print(f"kept {tmp}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_config(a, exe, env, name, cdir, model, data, cfg, B, T, total, warm, fpt, prec, ceiling, results):
+    """One config at one precision: a.reps alternating repetitions of both frameworks."""
+    runs = {"portatrain": [], "pytorch": []}
+    for rep in range(a.reps):
+        out = os.path.join(cdir, f"pt-{prec}-{rep}")
+        metrics = os.path.join(out, "metrics.jsonl")
+        cmd = [exe, "train", "--backend", "cpu", "--model", model, "--data", data, "--output-dir", out,
+               "--max-steps", str(total), "--seq-len", str(T), "--per-device-train-batch-size", str(B),
+               "--learning-rate", "1e-4", "--precision", prec, "--quiet"]
+        os.makedirs(out)
+        rc, hwm, maxrss = run_measured(cmd, env, metrics, total, os.path.join(cdir, f"pt-{prec}-{rep}.log"))
+        if rc != 0:
+            sys.exit(f"portatrain failed (rc {rc}); see {cdir}/pt-{prec}-{rep}.log")
+        ts = step_times(metrics, warm)
+        runs["portatrain"].append((statistics.median(ts), hwm, maxrss))
+        shutil.rmtree(out, ignore_errors=True)  # the saved model
+        print(f"  {prec} rep {rep}: portatrain {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB"
+              f" (incl. final save {maxrss / 1024:.0f} MiB)")
+        if a.no_torch:
+            continue
+        metrics = os.path.join(cdir, f"torch-{prec}-{rep}.jsonl")
+        cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--data", data,
+               "--metrics", metrics, "--batch", str(B), "--seq-len", str(T), "--steps", str(total),
+               "--threads", str(a.threads), "--precision", prec]
+        rc, hwm, maxrss = run_measured(cmd, env, metrics, total, os.path.join(cdir, f"torch-{prec}-{rep}.log"))
+        if rc != 0:
+            sys.exit(f"PyTorch worker failed (rc {rc}); see {cdir}/torch-{prec}-{rep}.log")
+        ts = step_times(metrics, warm)
+        runs["pytorch"].append((statistics.median(ts), hwm, maxrss))
+        print(f"  {prec} rep {rep}: pytorch    {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
+    for fw, rs in runs.items():
+        if not rs:
+            continue
+        st = statistics.median(r[0] for r in rs)
+        tok_s = B * T / st
+        results.append({
+            "config": name, "framework": fw, "precision": prec, "batch": B, "seq_len": T, "tokens_per_s": tok_s,
+            "ms_per_step": st * 1e3, "peak_rss_mib": max(r[1] for r in rs) / 1024,
+            "mfu": fpt * tok_s / ceiling, "model_gflops_per_s": fpt * tok_s / 1e9,
+            "step_ms_reps": [r[0] * 1e3 for r in rs],
+        })
 
 
 if __name__ == "__main__":

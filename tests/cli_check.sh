@@ -8,3 +8,9 @@ check() {
         echo "FAIL (rc $rc, want $want, pattern '$pat'): $*"; cat "$T/out"; fail=1
     else echo "ok: $*"; fi
 }
+# jcheck FILE.json PY_EXPR DESCRIPTION: passes when the Python expression over r = json.load(FILE) is true.
+jcheck() {
+    if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"; then
+        echo "ok: $3"
+    else echo "FAIL: $3 ($2) in $1"; fail=1; fi
+}

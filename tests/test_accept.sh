@@ -7,11 +7,6 @@ B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
 fail=0
 . "${PT_SOURCE_DIR:?}/tests/cli_check.sh"
-jcheck() {  # report.json python-expression description
-    if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"; then
-        echo "ok: $3"
-    else echo "FAIL: $3 ($2) in $1"; fail=1; fi
-}
 # Under ASan/UBSan cpu-ref runs ~15 s/step and cpu ~1 s/step: the sanitized run checks the suite's
 # own code with a cpu baseline (exact profile) and fewer steps; the release run checks the real
 # cpu-ref vs cpu pair (fp32 profile).

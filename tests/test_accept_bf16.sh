@@ -8,11 +8,6 @@ B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
 fail=0
 . "${PT_SOURCE_DIR:?}/tests/cli_check.sh"
-jcheck() {  # report.json python-expression description
-    if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"; then
-        echo "ok: $3"
-    else echo "FAIL: $3 ($2) in $1"; fail=1; fi
-}
 "$B" devices | grep -q "^cpu " || { echo "skip: the cpu backend is not built"; exit 77; }
 # Under ASan/UBSan cpu-ref is ~15x slower: the baseline is the cpu backend's fp32 run there.
 N=12 M=6 RS=3 BASE=cpu-ref:fp32

@@ -2,7 +2,8 @@
 # Activation checkpointing changes memory, not results (issue 11): with every policy (none, full,
 # selective, selective:every=1, op) and on cpu-ref and cpu, 10 training steps give bitwise the same
 # losses, gradient norms and final weights, and the activation allocation shrinks as the policy says
-# (a 6-layer model, so that a shared recompute buffer is worth it). A bad policy is one clear error.
+# (a 6-layer model, so that a shared recompute buffer is worth it); the same in bf16 on cpu. A bad
+# policy is one clear error.
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -15,17 +16,21 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 "$PORTATRAIN" init --config "$T/config.json" --seed 3 --output-dir "$T/init" >/dev/null 2>&1
 data="$PT_SOURCE_DIR/tests/fixtures/golden/untied/data.bin"
+# run_policy NAME POLICY TRAIN-ARGS...: 10 steps into $T/NAME-POLICY; for a policy other than none, its
+# losses, grad norms and final weights must be bitwise those of $T/NAME-none.
+run_policy() {
+  local name=$1 p=$2; shift 2
+  OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/$name-$p" --max-steps 10 \
+    --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
+    --quiet --activation-checkpointing "$p" "$@" 2>"$T/err" || { echo "FAIL: $name $p: $(cat "$T/err")"; fail=1; return; }
+  [ "$p" = none ] && return
+  if cmp -s "$T/$name-none/model.safetensors" "$T/$name-$p/model.safetensors" &&
+     diff <(cut -d, -f1-3 "$T/$name-none/metrics.jsonl") <(cut -d, -f1-3 "$T/$name-$p/metrics.jsonl") >/dev/null; then
+    echo "ok: $name $p: losses, grad norms and final weights bitwise those of none"
+  else echo "FAIL: $name $p differs from none"; fail=1; fi
+}
 for be in cpu-ref cpu; do
-  for p in none full selective selective:every=1 selective:every=3 op; do
-    OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/$be-$p" --max-steps 10 \
-      --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
-      --backend "$be" --quiet --activation-checkpointing "$p" 2>"$T/err" || { echo "FAIL: $be $p: $(cat "$T/err")"; fail=1; continue; }
-    [ "$p" = none ] && continue
-    if cmp -s "$T/$be-none/model.safetensors" "$T/$be-$p/model.safetensors" &&
-       diff <(cut -d, -f1-3 "$T/$be-none/metrics.jsonl") <(cut -d, -f1-3 "$T/$be-$p/metrics.jsonl") >/dev/null; then
-      echo "ok: $be $p: losses, grad norms and final weights bitwise those of none"
-    else echo "FAIL: $be $p differs from none"; fail=1; fi
-  done
+  for p in none full selective selective:every=1 selective:every=3 op; do run_policy "$be" "$p" --backend "$be"; done
   check 0 "memory ordered" -- python3 - "$T" "$be" <<'PY'
 import json, sys
 d, be = sys.argv[1], sys.argv[2]
@@ -37,6 +42,10 @@ assert m["full"] < m["op"] < m["none"], m
 print("memory ordered", m)
 PY
 done
+# bf16 (the casts happen in the recomputation too): full, selective and op bitwise those of none
+for p in none full selective op; do run_policy bf16 "$p" --backend cpu --precision bf16; done
+cmp -s "$T/bf16-none/model.safetensors" "$T/cpu-none/model.safetensors" \
+  && { echo "FAIL: the bf16 run's weights equal the fp32 run's"; fail=1; } || echo "ok: bf16 differs from fp32"
 check 1 "want none, full, selective" -- "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bad" \
   --max-steps 1 --seq-len 16 --activation-checkpointing selective:every=0
 [ "$fail" -eq 0 ] && echo "test_act_ckpt: all checks passed"

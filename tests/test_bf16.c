@@ -10,6 +10,7 @@
 #include "util/common.h"
 #include "util/fileio.h"
 #include "testutil.h"
+#include "fixture_tensor.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -228,21 +229,6 @@ static void check_casts_cpu(void) {
 
 // ---------------------------------------------------------------- HF transformers bf16 forward
 
-static float *fixture(const st_file *f, const char *name, uint64_t *n) {
-    const st_tensor *t = st_find(f, name);
-    if (!t) {
-        fprintf(stderr, "fixture tensor %s missing (run tools/hf_bf16_golden.py)\n", name);
-        exit(1);
-    }
-    float *out = malloc(sizeof(float) * (t->numel ? t->numel : 1));
-    if (st_read_float(f, t, out, t->numel) != 0) {
-        fprintf(stderr, "%s\n", pt_last_error());
-        exit(1);
-    }
-    *n = t->numel;
-    return out;
-}
-
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double e = 0;
     for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
@@ -289,8 +275,8 @@ static void check_hf_variant(const char *variant, const char *spec) {
     CHECK(st_read_i32(&ex, st_find(&ex, "input_ids"), ids, 32) == 0, "input_ids");
     CHECK(st_read_i32(&ex, st_find(&ex, "labels"), labels, 32) == 0, "labels");
     uint64_t n;
-    float *sdpa = fixture(&ex, "logits_sdpa", &n), *eager = fixture(&ex, "logits_eager", &n),
-          *fp32 = fixture(&ex, "logits_fp32", &n), *want_loss = fixture(&ex, "loss_sdpa", &(uint64_t){0});
+    float *sdpa = fixture_tensor(&ex, "logits_sdpa", &n), *eager = fixture_tensor(&ex, "logits_eager", &n),
+          *fp32 = fixture_tensor(&ex, "logits_fp32", &n), *want_loss = fixture_tensor(&ex, "loss_sdpa", NULL);
     float *logits = malloc(sizeof(float) * n);
     double loss_sum = 0;
     int count = 0;

@@ -8,25 +8,11 @@
 #include "util/common.h"
 #include "util/fileio.h"
 #include "testutil.h"
+#include "fixture_tensor.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static float *read_tensor(const st_file *f, const char *name, uint64_t *n) {
-    const st_tensor *t = st_find(f, name);
-    if (!t) {
-        fprintf(stderr, "fixture tensor %s missing\n", name);
-        exit(1);
-    }
-    float *out = malloc(sizeof(float) * (t->numel ? t->numel : 1));
-    if (st_read_float(f, t, out, t->numel) != 0) {
-        fprintf(stderr, "%s\n", pt_last_error());
-        exit(1);
-    }
-    *n = t->numel;
-    return out;
-}
 
 // max |a-b| / max |b|
 static double rel_to_max(const float *a, const float *b, size_t n, double *max_abs_err) {
@@ -57,7 +43,7 @@ static void check_variant(const char *variant) {
 
     // logits and loss
     uint64_t n;
-    float *want_logits = read_tensor(&ex, "logits", &n);
+    float *want_logits = fixture_tensor(&ex, "logits", &n);
     float *logits = malloc(sizeof(float) * B * T * V);
     double loss_sum;
     int ntok;
@@ -66,7 +52,7 @@ static void check_variant(const char *variant) {
     rel_to_max(logits, want_logits, n, &abs_err);
     printf("[%s] logits max abs error %.3e\n", variant, abs_err);
     CHECK(abs_err <= 1e-4, "[%s] logits max abs error %.3e > 1e-4", variant, abs_err);
-    float *want_loss = read_tensor(&ex, "loss", &n);
+    float *want_loss = fixture_tensor(&ex, "loss", &n);
     double loss = loss_sum / ntok;
     printf("[%s] loss %.8f (HF %.8f), %d targets\n", variant, loss, want_loss[0], ntok);
     CHECK(ntok == 28, "[%s] expected 28 non-ignored labels, got %d", variant, ntok);
@@ -82,7 +68,7 @@ static void check_variant(const char *variant) {
         const qwen3_param_info *t = &m.tensors[i];
         char name[128];
         snprintf(name, sizeof name, "grad.%s", t->name);
-        float *want = read_tensor(&ex, name, &n);
+        float *want = fixture_tensor(&ex, name, &n);
         CHECK(n == t->numel, "[%s] %s numel", variant, name);
         double r = rel_to_max(m.grads + t->offset, want, t->numel, NULL);
         worst = fmax(worst, r);
@@ -115,9 +101,9 @@ static void check_variant(const char *variant) {
     a.seq_len = 16;
     a.quiet = true;
     CHECK(pt_train(&a) == 0, "%s", pt_last_error());
-    float *want_losses = read_tensor(&ex, "train_loss", &n);
-    float *want_norms = read_tensor(&ex, "train_grad_norm", &n);
-    float *want_lrs = read_tensor(&ex, "train_lr", &n);
+    float *want_losses = fixture_tensor(&ex, "train_loss", &n);
+    float *want_norms = fixture_tensor(&ex, "train_grad_norm", &n);
+    float *want_lrs = fixture_tensor(&ex, "train_lr", &n);
     char *mpath = pt_path_join(tmp, "metrics.jsonl");
     FILE *f = fopen(mpath, "r");
     CHECK(f != NULL, "metrics.jsonl missing");
@@ -149,7 +135,7 @@ static void check_variant(const char *variant) {
         const qwen3_param_info *t = &fm.tensors[i];
         char name[128];
         snprintf(name, sizeof name, "final.%s", t->name);
-        float *want = read_tensor(&ex, name, &n);
+        float *want = fixture_tensor(&ex, name, &n);
         double r = rel_to_max(fm.params + t->offset, want, t->numel, NULL);
         worst_w = fmax(worst_w, r);
         CHECK(r <= 1e-4, "[%s] %s after 10 steps: relative error %.3e", variant, name, r);

@@ -47,5 +47,16 @@ check '[ "$(losses "$tmp/r1" | sed -n 4p)" != "$(losses "$tmp/noclip" | sed -n 4
 # the trained output dir is a loadable model dir: continue training from it
 check 'train "$tmp/cont" 2 --max-steps 2' "training from a trained output dir failed"
 
+# precision bf16: bitwise reproducible (cpu), eval in bf16, and clear errors for what it does not do
+train "$tmp/b1" 2 --backend cpu --precision bf16
+train "$tmp/b2" 2 --backend cpu --bf16
+check 'cmp -s "$tmp/b1/model.safetensors" "$tmp/b2/model.safetensors" && [ "$(losses "$tmp/b1")" = "$(losses "$tmp/b2")" ]' "bf16 runs differ"
+check '[ "$(losses "$tmp/b1" | head -1)" != "$(losses "$tmp/r1" | head -1)" ]' "bf16 step-1 loss equals fp32's"
+check 'grep -Eq "\"precision\":[[:space:]]*\"bf16\"" "$tmp/b1/manifest.json"' "manifest does not record bf16"
+ev=$("$PORTATRAIN" eval --model "$tmp/b1" --data "$data" --seq-len 16 --per-device-eval-batch-size 4 --max-batches 3 --precision bf16)
+check 'echo "$ev" | grep -q "\"precision\": \"bf16\""' "bf16 eval output: $ev"
+err=$("$PORTATRAIN" train --model "$tmp/init_a" --data "$data" --output-dir "$tmp/bad" --max-steps 1 --seq-len 16 --precision fp16 2>&1 >/dev/null; echo "rc=$?")
+check 'echo "$err" | grep -q "precision must be fp32 or bf16" && echo "$err" | grep -q "rc=2"' "--precision fp16: $err"
+
 echo "test_train_cli: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

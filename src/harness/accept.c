@@ -74,8 +74,9 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
         return -1;
     }
     if (p->tp * p->dp * p->fsdp != 1) {
-        pt_set_error("platform SPEC '%s': parallel layout tp=%d dp=%d fsdp=%d is not supported by this build yet "
-                     "(single process only; distributed training is issue 7)", spec, p->tp, p->dp, p->fsdp);
+        pt_set_error("platform SPEC '%s': parallel layout tp=%d dp=%d fsdp=%d is not supported by accept yet "
+                     "(single-process platforms; train a layout under mpirun and judge it with `portatrain compare`)",
+                     spec, p->tp, p->dp, p->fsdp);
         return -1;
     }
     return 0;
