@@ -35,6 +35,9 @@ struct pt_backend {
     bool host_memory;   // backend pointers are ordinary host memory (CPU backends)
     // Set by the model (precision bf16) before the first kernel runs; see "bf16" below.
     bool bf16_casts;
+    // The backend's native queue (cudaStream_t for cuda), NULL for host
+    // backends: device collectives (NCCL, src/dist) are ordered on it.
+    void *stream;
 
     // ---- memory ----
     void *(*alloc)(pt_backend *be, size_t bytes);  // zero-filled
