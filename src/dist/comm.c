@@ -31,6 +31,12 @@ static void account(pt_coll_kind k, size_t bytes, double t0) {
 
 void pt_comm_get_stats(pt_comm_stats *out) { *out = g_stats; }
 
+void pt_comm_count(pt_coll_kind kind, size_t bytes, double seconds) {
+    g_stats.calls[kind]++;
+    g_stats.bytes[kind] += bytes;
+    g_stats.seconds[kind] += seconds;
+}
+
 int pt_comm_launched(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)

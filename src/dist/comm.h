@@ -67,3 +67,6 @@ int pt_comm_any(pt_comm *c, int flag);
 
 // Per-process counters since the start (never reset; callers take differences).
 void pt_comm_get_stats(pt_comm_stats *out);
+// Adds one call of `kind` to the counters: for collectives that bypass this
+// file (the NCCL device collectives, dist/devcomm.h), with the same byte units.
+void pt_comm_count(pt_coll_kind kind, size_t bytes, double seconds);

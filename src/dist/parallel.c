@@ -1,4 +1,5 @@
 #include "dist/parallel.h"
+#include "dist/devcomm.h"
 #include "io/hf_model.h"
 #include "util/common.h"
 
@@ -14,6 +15,8 @@ struct pt_parallel {
     pt_mesh mesh;
     int world, rank, coord[3];
     pt_comm *world_c, *tp_c, *fsdp_c, *dp_c, *data_c;
+    // NCCL twins of tp_c, fsdp_c, dp_c (NULL: that group's collectives go through the host)
+    pt_devcomm *tp_d, *fsdp_d, *dp_d;
     pt_backend *be;
     pt_plan plan;
     qwen3_model m;          // TP-local; layout only when fsdp > 1
@@ -70,9 +73,19 @@ static float *host_buf(pt_parallel *P, int which, size_t n) {
     return which ? P->host_b : P->host_a;
 }
 
+// The device communicator of group c, when it has one.
+static pt_devcomm *devcomm_of(const pt_parallel *P, const pt_comm *c) {
+    return c == P->tp_c ? P->tp_d : c == P->fsdp_c ? P->fsdp_d : c == P->dp_c ? P->dp_d : NULL;
+}
+
 static void dev_allreduce(pt_parallel *P, pt_comm *c, real_t *x, size_t n) {
     if (P->be->host_memory) {
         pt_comm_allreduce(c, x, n, PT_COLL_ALLREDUCE);
+        return;
+    }
+    pt_devcomm *d = devcomm_of(P, c);
+    if (d) {
+        pt_devcomm_allreduce(d, x, n, PT_COLL_ALLREDUCE);
         return;
     }
     float *h = host_buf(P, 0, n);
@@ -87,6 +100,12 @@ static void dev_gather_scatter(pt_parallel *P, pt_comm *c, int gather, const rea
     void (*op)(pt_comm *, const float *, float *, size_t) = gather ? pt_comm_allgather : pt_comm_reduce_scatter;
     if (P->be->host_memory) {
         op(c, send, recv, n);
+        return;
+    }
+    pt_devcomm *d = devcomm_of(P, c);
+    if (d) {
+        if (gather) pt_devcomm_allgather(d, send, recv, n);
+        else pt_devcomm_reduce_scatter(d, send, recv, n);
         return;
     }
     const size_t W = (size_t)pt_comm_size(c), ns = gather ? n : n * W, nr = gather ? n * W : n;
@@ -287,6 +306,13 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
     P->fsdp_c = pt_comm_split(world, tpi + T * di, fi);
     P->dp_c = pt_comm_split(world, tpi + T * fi, di);
     P->data_c = pt_comm_split(world, tpi, di * F + fi);
+    // Every rank creates the device communicators in the same order (each call is collective over its group).
+    P->tp_d = pt_devcomm_create(P->tp_c, be);
+    P->fsdp_d = pt_devcomm_create(P->fsdp_c, be);
+    P->dp_d = pt_devcomm_create(P->dp_c, be);
+    if (P->rank == 0 && (P->tp_d || P->fsdp_d || P->dp_d))
+        pt_info("device collectives: %s for%s%s%s (the other groups, if any, through the host)", pt_devcomm_version(),
+                P->tp_d ? " tp" : "", P->fsdp_d ? " fsdp" : "", P->dp_d ? " dp" : "");
     if (pt_plan_build(&P->plan, global, T, tpi, F, fi) != 0) {
         pt_parallel_free(P);
         return NULL;
@@ -359,6 +385,9 @@ void pt_parallel_free(pt_parallel *P) {
     free(P->host_b);
     qwen3_free(&P->m);
     pt_plan_free(&P->plan);
+    pt_devcomm_free(P->tp_d);
+    pt_devcomm_free(P->fsdp_d);
+    pt_devcomm_free(P->dp_d);
     pt_comm_free(P->tp_c);
     pt_comm_free(P->fsdp_c);
     pt_comm_free(P->dp_c);
