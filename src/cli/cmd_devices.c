@@ -1,6 +1,7 @@
 // portatrain devices: every backend of this build and the devices it finds.
 #include "backend/backend.h"
 #include "cli/cli.h"
+#include "dist/devcomm.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +10,8 @@ static void help(void) {
     printf("usage: portatrain devices\n\n"
            "Lists every backend compiled into this binary and each device it finds, one per line, as the\n"
            "--backend value that selects it: cpu-ref, cpu, and opencl:PLATFORM:DEVICE for each OpenCL\n"
-           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none).\n");
+           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none); last, `nccl`:\n"
+           "whether cuda ranks under mpirun exchange data with NCCL (its version) or through the host.\n");
 }
 
 int cmd_devices(int argc, char **argv) {
@@ -21,5 +23,6 @@ int cmd_devices(int argc, char **argv) {
         else return argp_unknown(&p, o);
     }
     pt_backend_print_devices(stdout);
+    printf("nccl         %s\n", pt_devcomm_describe());
     return 0;
 }

@@ -36,5 +36,7 @@ void pt_devcomm_allgather(pt_devcomm *d, const float *send, float *recv, size_t 
 // send[size * n]: block r of the sum over ranks lands in rank r's recv[n].
 void pt_devcomm_reduce_scatter(pt_devcomm *d, const float *send, float *recv, size_t n);
 void pt_devcomm_free(pt_devcomm *d);
-// "NCCL 2.28.9" when this build has NCCL, else NULL.
+// "NCCL 2.28.9" when this build has NCCL and the library loads, else NULL.
 const char *pt_devcomm_version(void);
+// One line for `portatrain devices`: the version, or why there is no NCCL.
+const char *pt_devcomm_describe(void);
