@@ -58,16 +58,8 @@ for pair in opencl:cpu-ref cpu-ref:opencl opencl:cpu cpu:opencl; do
     mkdir -p "$T/res-$w-$r"
     cp -r "$T/full-$w/checkpoint-4" "$T/res-$w-$r/"
     tr "$r" "$T/res-$w-$r" --resume-from-checkpoint "$T/res-$w-$r/checkpoint-4" || { echo "FAIL: $r resuming $w"; fail=1; }
-    if python3 - "$T/full-$w/metrics.jsonl" "$T/res-$w-$r/metrics.jsonl" "$w -> $r" <<'EOF'
-import json, sys
-full = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
-res = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
-steps = [s for s in range(5, 9) if s in res]
-worst = max(abs(res[s] - full[s]) / abs(full[s]) for s in steps) if steps else 1
-print(f"portability {sys.argv[3]}: steps {steps}, max rel diff to the writer's uninterrupted run {worst:.3e}")
-sys.exit(0 if steps == [5, 6, 7, 8] and worst <= 1e-4 else 1)
-EOF
-    then :; else echo "FAIL: portability $w -> $r"; fail=1; fi
+    curve_parity "$T/full-$w/metrics.jsonl" "$T/res-$w-$r/metrics.jsonl" "portability $w -> $r" 1e-4 5 8 \
+        || { echo "FAIL: portability $w -> $r"; fail=1; }
 done
 
 # 3. padded mode, buckets 32/64/128/256: a recompilation per new bucket length, visible per step
