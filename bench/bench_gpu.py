@@ -15,7 +15,7 @@ rounds the norm/RoPE/SwiGLU/residual outputs to bf16 as HF's bf16 model does; au
 fp32, so PyTorch moves somewhat more bytes there: same arithmetic, comparable step.
 
 Each framework runs once in its own process (a fresh CUDA context, nothing cached between them): W
-warm-up steps (for torch.compile: the compilation, reported apart), then R x S timed steps; the
+warm-up steps (torch.compile one more: its compilation, reported apart), then R x S timed steps; the
 ms/step is the median over the R repetitions of each repetition's median step. portatrain's time per
 step comes from its metrics.jsonl (step_time_s); PyTorch's from host timers around each step after
 torch.cuda.synchronize(). Peak memory: the process's GPU memory as nvidia-smi reports it (the same
@@ -270,7 +270,7 @@ def main():
                        env=pt_env, capture_output=True)
         print(f"init: {time.time() - t0:.1f} s")
     data = os.path.join(work, "data.bin")
-    write_shard(data, cfg["vocab_size"], (total + 2) * B * (T + 1) + 1024)
+    write_shard(data, cfg["vocab_size"], (total + 3) * B * (T + 1) + 1024)
 
     results, skipped = [], []
 
@@ -290,10 +290,13 @@ def main():
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
         metrics = os.path.join(out, "metrics.jsonl")
+        # torch.compile's second call can compile again (autograd/optimizer graphs): one more warm-up step
+        warm = a.warmup + (1 if fw == "compile" else 0)
+        n = warm + a.reps * a.steps
         t0 = time.time()
         if fw == "portatrain":
             cmd = [exe, "train", "--backend", backend, "--precision", "bf16", "--model", model, "--data", data,
-                   "--output-dir", out, "--max-steps", str(total), "--seq-len", str(T),
+                   "--output-dir", out, "--max-steps", str(n), "--seq-len", str(T),
                    "--per-device-train-batch-size", str(B), "--learning-rate", "1e-4", "--weight-decay", "0",
                    "--warmup-steps", "0", "--lr-scheduler-type", "constant", "--quiet"]
             env = pt_env
@@ -304,19 +307,19 @@ def main():
                 continue
             cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--mode", fw, "--device", device,
                    "--model", model, "--data", data, "--metrics", metrics, "--batch", str(B), "--seq-len", str(T),
-                   "--total", str(total)]
+                   "--total", str(n)]
             env = dict(os.environ)
         else:
             sys.exit(f"bench_gpu: unknown framework '{fw}' (portatrain, eager, compile)")
-        status, rows, peak_mib = run_until(cmd, env, metrics, total, out + ".log", deadline, device == "cuda")
+        status, rows, peak_mib = run_until(cmd, env, metrics, n, out + ".log", deadline, device == "cuda")
         wall = time.time() - t0
         extra = {"wall_s": wall}
         if fw != "portatrain" and rows and "max_allocated_mib" in rows[-1]:
             extra["torch_max_allocated_mib"] = rows[-1]["max_allocated_mib"]
-        r = summarise(fw, rows, a.warmup, a.reps, a.steps, B * T, fpt, peak_flops, peak_mib, extra)
+        r = summarise(fw, rows, warm, a.reps, a.steps, B * T, fpt, peak_flops, peak_mib, extra)
         if r is None:
-            skipped.append(f"{fw}: {status}, {len(rows)} of {total} steps")
-            print(f"{fw}: {status}; {len(rows)} of {total} steps logged (see {out}.log)")
+            skipped.append(f"{fw}: {status}, {len(rows)} of {n} steps")
+            print(f"{fw}: {status}; {len(rows)} of {n} steps logged (see {out}.log)")
             try:
                 print("   " + "".join(open(out + ".log").readlines()[-3:]).rstrip().replace("\n", "\n   "))
             except OSError:
