@@ -56,7 +56,7 @@ stage() {
     esac
     tail -n 12 "$LOGS/$name.log" | sed 's/^/   | /'
     local detail
-    detail=$(head -c 300 "$W/detail" | tr '\n|' ' /')
+    detail=$(head -c 300 "$W/detail" | tr '\n|' ' /' | sed 's/^ *//; s/ *$//')
     [ -z "$detail" ] && [ "$status" != ok ] && detail=$(grep -v '^\s*$' "$LOGS/$name.log" | tail -1 | head -c 200 | tr '|' '/')
     RESULTS+=("$name|$status|$((SECONDS - t0))|$detail")
     echo "== $name: $status in $((SECONDS - t0)) s"
@@ -242,6 +242,10 @@ PY
 }
 
 st_nccl() {
+    if ! LD_LIBRARY_PATH=$(cat "$W/ldpath") ldd "$W/pack/bin/portatrain" | grep -q libmpi; then
+        echo "SKIP: this portatrain is built without MPI (tools/gpu_pack.sh: no mpirun on the GPU machine)"
+        echo "built without MPI" >"$W/detail"; return 77
+    fi
     [ -x "$(command -v mpirun)" ] || { echo "SKIP: no mpirun on this machine: the NCCL path (MPI bootstrap) cannot run"; echo "no mpirun" >"$W/detail"; return 77; }
     ptenv bash tests/test_nccl.sh; local rc=$?
     grep -E "^(ok|FAIL|SKIP|note)" "$LOGS/nccl.log" | tail -3 | tr '\n' ' ' >"$W/detail"
