@@ -17,6 +17,13 @@ B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
 
 "$B" devices >"$T/devices" 2>&1
+# Without a GPU still: a build with NCCL names its version, and an NCCL that cannot be loaded is one
+# line in devices (the binary starts; the ranks would keep the host path), not a failure.
+if grep -q "^nccl  *NCCL [0-9]" "$T/devices"; then
+    PT_NCCL_LIBRARY="$T/no-such-libnccl.so" check 0 "^nccl  *cannot load NCCL: .*no-such-libnccl.so" -- "$B" devices
+    PT_NCCL_LIBRARY=/bin/sh check 0 "^nccl  *cannot load NCCL" -- "$B" devices
+    [ "$fail" -eq 0 ] || exit 1
+fi
 cuda_line=$(grep -E "^cuda(:[0-9]+)? " "$T/devices" | head -1)
 if [ -z "$cuda_line" ] || grep -qiE "no CUDA device|not built" <<<"$cuda_line"; then
     echo "SKIP test_nccl: no CUDA device (${cuda_line:-this build has no cuda backend})"; exit 77

@@ -32,14 +32,15 @@ LIMIT_MIB=60
 # OpenMPI's libevent is the one library that would need glibc 2.36 there.
 flags=(-DCMAKE_BUILD_TYPE=Release -DPT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DPT_DNNL_LIB=PT_DNNL_LIB-NOTFOUND
        -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON)
+mkdir -p "$BUILD"
 echo "gpu_pack: configuring $BUILD (${flags[*]})"
-cmake -S . -B "$BUILD" "${flags[@]}" >"$BUILD.cmake.log" 2>&1 || { cat "$BUILD.cmake.log"; exit 1; }
-grep -iE "warning|nccl|cuda" "$BUILD.cmake.log" | grep -v "^--.*Looking" | head -20 || true
+cmake -S . -B "$BUILD" "${flags[@]}" >"$BUILD/gpu_pack.cmake.log" 2>&1 || { cat "$BUILD/gpu_pack.cmake.log"; exit 1; }
+grep -iE "warning|nccl|cuda" "$BUILD/gpu_pack.cmake.log" | grep -v "^--.*Looking" | head -20 || true
 t0=$SECONDS
 bins=(portatrain)
 targets=$(cmake --build "$BUILD" --target help 2>/dev/null)
 for t in test_backend_parity test_cuda_sim; do grep -q "\.\.\. $t\$" <<<"$targets" && bins+=("$t"); done
-cmake --build "$BUILD" -j"$JOBS" --target "${bins[@]}" >"$BUILD.build.log" 2>&1 || { tail -40 "$BUILD.build.log"; exit 1; }
+cmake --build "$BUILD" -j"$JOBS" --target "${bins[@]}" >"$BUILD/gpu_pack.build.log" 2>&1 || { tail -40 "$BUILD/gpu_pack.build.log"; exit 1; }
 echo "gpu_pack: built ${bins[*]} in $((SECONDS - t0)) s"
 "$BUILD/portatrain" devices | grep -qE "^cuda(:[0-9]+)? " \
     || echo "gpu_pack: WARNING: this portatrain has no cuda backend yet (devices lists none); packing it anyway"
