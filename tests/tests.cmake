@@ -34,6 +34,14 @@ foreach(src ${sh_tests})
   endif()
 endforeach()
 
+# GPU tests of issue 9 (NCCL, the cuda CLI): exit 77 = skipped, with the reason
+# ("no CUDA device", no cuda-sim backend in this build, mpirun missing).
+foreach(t test_nccl test_cuda_cli)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 LABELS no-sanitizer)
+  endif()
+endforeach()
+
 # The double-precision gradient check: the model and reference kernels compiled
 # again with real_t = double (src/util/common.h).
 file(GLOB gc_srcs CONFIGURE_DEPENDS
@@ -59,10 +67,3 @@ endforeach()
 if(TEST test_opencl_cli)
   set_tests_properties(test_opencl_cli PROPERTIES LABELS no-sanitizer)
 endif()
-# GPU tests of issue 9 (NCCL, the cuda CLI): exit 77 = skipped, with the reason
-# ("no CUDA device", no cuda-sim backend in this build, mpirun missing).
-foreach(t test_nccl test_cuda_cli)
-  if(TEST ${t})
-    set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 LABELS no-sanitizer)
-  endif()
-endforeach()
