@@ -17,7 +17,7 @@ fail=0
 . "$S/tests/cli_check.sh"
 
 "$B" devices >"$T/devices" 2>&1
-if ! grep -q "^cuda-sim " "$T/devices"; then
+if ! grep -qE "^cuda-sim(:[0-9]+)? " "$T/devices"; then
     echo "SKIP test_cuda_cli: this build has no cuda-sim backend ($(grep -m1 "^cuda" "$T/devices" || echo "no cuda line in devices"))"
     exit 77
 fi
