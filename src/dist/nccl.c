@@ -73,7 +73,8 @@ struct pt_devcomm {
 // One line naming the call and NCCL's reason, then the whole job ends: a rank
 // that stopped here would leave the others blocked in the collective.
 static void nccl_fail(const pt_devcomm *d, const char *what, ncclResult_t r) {
-    const char *last = d && d->nccl ? nccl.ncclGetLastError(d->nccl) : NULL;
+    // NULL asks for the calling thread's last error (a failed init has no communicator yet)
+    const char *last = nccl.ncclGetLastError ? nccl.ncclGetLastError(d ? d->nccl : NULL) : NULL;
     fprintf(stderr, "portatrain: error: NCCL %s failed: %s%s%s\n", what, nccl.ncclGetErrorString(r),
             last && *last ? ": " : "", last && *last ? last : "");
     pt_comm_abort(1);
