@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cuda backend through the CLI (issue 9), on cuda-sim (the cuda backend's kernels under the host
 # emulator, src/backend/cuda/sim) and, when a GPU is found, on cuda itself:
-#   1. the tiny config (configs/tiny.json, demo data, 10 steps) trained on X and on cpu: every loss
+#   1. the tiny config (configs/tiny.json, demo data, 6 steps) trained on X and on cpu: every loss
 #      within 1e-4 relative;
 #   2. checkpoints restore across backends both ways (X <-> cpu, golden fixture): 8 steps with a save
 #      at 4 on one, resumed on the other, steps 5..8 within 1e-4 relative of the writer's run;
@@ -9,7 +9,9 @@
 #      ACCEPTED under the bf16 profile (the recorded baseline reused);
 #   4. an MPI job of 2 X ranks (tp 2) against 2 cpu ranks: every loss within 1e-4 relative.
 # cuda-sim runs the emulated kernels one thread at a time: the steps and shapes are the small ones above
-# (about 2 minutes on 2 cores). Exit 77 when `portatrain devices` lists no cuda-sim.
+# (accept: 8 steps, its minimum, of 2 x 32 tokens; 2m20s on 2 cores shared at load 4-9; each part prints
+# its time).
+# Exit 77 when `portatrain devices` lists no cuda-sim.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
@@ -31,17 +33,18 @@ else echo "note: no CUDA device (${cuda_line:-no cuda line}): cuda-sim only"; fi
 # 1. the tiny config against cpu
 "$B" init --config configs/tiny.json --seed 42 --output-dir "$T/tiny" >/dev/null 2>&1 || { echo "FAIL: init tiny"; exit 1; }
 tiny() {  # backend outdir
-    "$B" train --backend "$1" --model "$T/tiny" --data data/demo/shards/train --output-dir "$2" --max-steps 10 \
+    "$B" train --backend "$1" --model "$T/tiny" --data data/demo/shards/train --output-dir "$2" --max-steps 6 \
         --seq-len 32 --per-device-train-batch-size 2 --learning-rate 3e-3 --warmup-steps 2 --quiet
 }
 tiny cpu "$T/tiny-cpu" || { echo "FAIL: tiny on cpu"; fail=1; }
 for be in $BACKENDS; do
     if tiny "$be" "$T/tiny-$be"; then
-        curve_parity "$T/tiny-cpu/metrics.jsonl" "$T/tiny-$be/metrics.jsonl" "tiny $be vs cpu" 1e-4 1 10 \
+        curve_parity "$T/tiny-cpu/metrics.jsonl" "$T/tiny-$be/metrics.jsonl" "tiny $be vs cpu" 1e-4 1 6 \
             || { echo "FAIL: tiny $be vs cpu"; fail=1; }
     else echo "FAIL: tiny on $be"; fail=1; fi
 done
 
+echo "part 1: $SECONDS s"
 # 2. checkpoint portability, both directions
 fix="$S/tests/fixtures/golden/tied"
 tr() {  # backend outdir [extra...]
@@ -62,8 +65,9 @@ for be in $BACKENDS; do
     done
 done
 
+echo "part 2: $SECONDS s"
 # 3. the acceptance suite, fp32 and bf16 candidates (short run of the default experiment)
-A=(--steps 8 --checkpoint-step 4 --recovery-save-steps 2 --eval-batches 2)
+A=(--steps 8 --checkpoint-step 4 --recovery-save-steps 2 --eval-batches 2 --seq-len 32 --per-device-train-batch-size 2)
 for be in $BACKENDS; do
     check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate "$be:fp32" "${A[@]}" --output-dir "$T/acc-$be"
     jcheck "$T/acc-$be/report.json" "r['verdict']=='ACCEPTED' and [p['ok'] for p in r['portability']]==[True,True]" \
@@ -74,6 +78,7 @@ for be in $BACKENDS; do
         "$be:bf16 accepted under the bf16 profile"
 done
 
+echo "part 3: $SECONDS s"
 # 4. two ranks, tensor parallel 2: X against cpu
 if command -v mpirun >/dev/null; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
@@ -93,5 +98,6 @@ if command -v mpirun >/dev/null; then
     done
 else echo "note: mpirun not found: the two-rank check is not run"; fi
 
+echo "part 4: $SECONDS s"
 [ "$fail" -eq 0 ] && echo "test_cuda_cli: ok"
 exit "$fail"
