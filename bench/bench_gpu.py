@@ -326,8 +326,10 @@ def main():
                 pass
         else:
             results.append(r)
+            alloc = f", torch max allocated {r['torch_max_allocated_mib']:.0f} MiB" if "torch_max_allocated_mib" in r else ""
             print(f"{fw}: {r['ms_per_step']:.1f} ms/step (reps {', '.join(f'{x:.1f}' for x in r['rep_ms'])}), "
-                  f"warm-up {r['warmup_s']:.1f} s, wall {wall:.0f} s, losses {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}")
+                  f"warm-up {r['warmup_s']:.1f} s, wall {wall:.0f} s, losses {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}"
+                  f"{alloc}")
         sys.stdout.flush()
         save()
 
