@@ -77,11 +77,16 @@ mkdir -p "$PACK"
 cp "$stage/MANIFEST.sha256" "$PACK/"
 XZ_OPT="-6 -T$JOBS" tar -C "$stage" -cJf "$PACK/pack.tar.xz" .
 
-glibc=$(for f in "$stage"/bin/* "$stage"/lib/*.so* "$stage"/lib/fallback/*; do objdump -T "$f" 2>/dev/null; done \
-        | grep -o "GLIBC_[0-9.]*" | sort -uV | tail -1)
+newest_glibc() { for f in "$@"; do objdump -T "$f" 2>/dev/null; done | grep -o "GLIBC_[0-9.]*" | sort -uV | tail -1; }
+glibc=$(newest_glibc "$stage"/bin/* "$stage"/lib/*.so*)
+glibc_fb=$(newest_glibc "$stage"/lib/fallback/*)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$([ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && echo clean || echo dirty)
-tree_bytes=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+if git rev-parse --git-dir >/dev/null 2>&1; then
+    tree_bytes=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+else  # not a git checkout: everything but the build, data and pack directories
+    tree_bytes=$(du -sb --exclude='./build*' --exclude=./data --exclude=./.gpupack --exclude=./out . | cut -f1)
+fi
 pack_bytes=$(du -cb "$PACK" | tail -1 | cut -f1)
 {
     echo "commit: $commit ($dirty)"
@@ -92,7 +97,7 @@ pack_bytes=$(du -cb "$PACK" | tail -1 | cut -f1)
     echo "binaries: ${bins[*]}"
     echo "packed libraries: $(cd "$stage/lib" && ls | grep -v fallback | tr '\n' ' ')"
     echo "fallback libraries: $(ls "$stage/lib/fallback" | tr '\n' ' ')"
-    echo "from the GPU machine: glibc >= ${glibc#GLIBC_}, libcuda.so.1 (driver), libcublas.so.13, libcublasLt.so.13, libnccl.so.2 (opened at run time)"
+    echo "from the GPU machine: glibc >= ${glibc#GLIBC_} (${glibc_fb#GLIBC_} where a fallback library is used), libcuda.so.1 (driver), libcublas.so.13, libcublasLt.so.13, libnccl.so.2 (opened at run time)"
     echo "unpacked bytes: $(du -sb "$stage" | cut -f1)"
     echo "pack bytes: $pack_bytes; working tree bytes: $tree_bytes"
 } > "$PACK/INFO"
