@@ -10,8 +10,7 @@ static void help(void) {
     printf("usage: portatrain devices\n\n"
            "Lists every backend compiled into this binary and each device it finds, one per line, as the\n"
            "--backend value that selects it: cpu-ref, cpu, and opencl:PLATFORM:DEVICE for each OpenCL\n"
-           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none); last, `nccl`:\n"
-           "whether cuda ranks under mpirun exchange data with NCCL (its version) or through the host.\n");
+           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none).\n");
 }
 
 int cmd_devices(int argc, char **argv) {
@@ -23,6 +22,7 @@ int cmd_devices(int argc, char **argv) {
         else return argp_unknown(&p, o);
     }
     pt_backend_print_devices(stdout);
+    // last: whether cuda ranks under mpirun exchange data with NCCL (its version) or through the host
     printf("nccl         %s\n", pt_devcomm_describe());
     return 0;
 }
