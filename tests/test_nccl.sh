@@ -9,6 +9,8 @@
 #    fall back to the host path with a warning and still match cpu-ref; with PT_NCCL_SAME_GPU=1 NCCL is
 #    asked anyway and must fail in one line (or, should a future NCCL accept it, match cpu-ref); then the
 #    test reports SKIP (exit 77): NCCL itself needs two GPUs.
+# Without a GPU, in a build with NCCL: `portatrain devices` names NCCL's version, and an NCCL that cannot
+# be loaded (PT_NCCL_LIBRARY pointed elsewhere) is one line there, not a failure.
 # Exit 77 with "no CUDA device" when the build has no cuda backend or finds no GPU, and when mpirun or
 # NCCL is missing.
 set -uo pipefail
