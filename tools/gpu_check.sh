@@ -13,10 +13,11 @@
 #   devices      `portatrain devices`: the cuda line names the GPU, the nccl line NCCL
 #   parity       test_backend_parity cuda (kernels, whole-model parity, determinism against cpu-ref)
 #   accept_fp32  `portatrain accept --baseline cpu:fp32 --candidate cuda:fp32` (tiny config, demo data)
-#   ckpt         a checkpoint written on cuda resumes on cpu and one written on cpu resumes on cuda
-#   bench        bench/bench_gpu.py: portatrain cuda bf16 vs PyTorch eager vs torch.compile
 #   accept_bf16  `--candidate cuda:bf16` against the recorded fp32 baseline (bf16 profile)
-#   nccl         tests/test_nccl.sh (one GPU: the host fallback, then SKIP; needs mpirun)
+#   ckpt         a checkpoint written on cuda resumes on cpu and one written on cpu resumes on cuda
+#   nccl         tests/test_nccl.sh (one GPU: the host fallback, then SKIP; needs mpirun and an MPI pack)
+#   bench        bench/bench_gpu.py with what is left of the budget: portatrain cuda bf16 vs PyTorch
+#                eager vs torch.compile
 # Prints ONE summary table last. $OUT (the device tool's; else out/gpu_check) receives summary.txt,
 # summary.json, logs.tar.gz (every stage's log), the accept reports (html) and bench.json.
 set -u
@@ -263,12 +264,13 @@ if [ -s "$W/ldpath" ]; then
     stage devices 30 st_devices
     stage parity 120 st_parity
     stage accept_fp32 120 st_accept_fp32
-    stage ckpt 60 st_ckpt
-    BENCH_BUDGET=$((BUDGET - (SECONDS - T_START) - 60)); [ "$BENCH_BUDGET" -gt 220 ] && BENCH_BUDGET=220
-    export BENCH_BUDGET
-    stage bench $((BENCH_BUDGET + 20)) st_bench
     stage accept_bf16 90 st_accept_bf16
+    stage ckpt 60 st_ckpt
     stage nccl 60 st_nccl
+    # the benchmark gets what is left (bench_gpu.py stops starting frameworks when its budget runs out)
+    BENCH_BUDGET=$((BUDGET - (SECONDS - T_START) - 25)); [ "$BENCH_BUDGET" -gt 260 ] && BENCH_BUDGET=260
+    export BENCH_BUDGET
+    stage bench $((BENCH_BUDGET + 15)) st_bench
 else
     RESULTS+=("devices..nccl|NOT RUN|0|setup failed: no portatrain")
 fi
