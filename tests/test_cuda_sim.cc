@@ -137,6 +137,15 @@ PT_KERNEL void transpose_tiled(float *out, const float *in, int rows, int cols) 
         if (ox < rows && oy0 + j < cols) out[(size_t)(oy0 + j) * rows + ox] = tile[threadIdx.x][j];
 }
 
+// Thread 0 reads s[5] before anyone in its block wrote it: block 1 must not
+// see what block 0 left there.
+PT_KERNEL void reads_unwritten_shared(unsigned int *out) {
+    __shared__ float s[64];
+    if (threadIdx.x == 0) out[blockIdx.x] = __float_as_uint(s[5]);
+    __syncthreads();
+    s[threadIdx.x] = 1.0f;
+}
+
 // Many barriers, for the context-switch timing.
 PT_KERNEL void barrier_loop(int *out, int iters) {
     __shared__ int counter[256];
@@ -354,6 +363,20 @@ static void test_dynamic_smem(void) {
     CUDA_OK(cudaFree(dx));
     CUDA_OK(cudaFree(dout));
     CUDA_OK(cudaFree(dfirst));
+}
+
+static void test_static_smem_poison(void) {
+    unsigned int *d;
+    CUDA_OK(cudaMalloc(&d, 2 * sizeof(unsigned int)));
+    PT_LAUNCH_SYNC(reads_unwritten_shared, 2, 64, 0, 0, d);
+    std::vector<unsigned int> h = to_host(d, 2);
+#ifdef PT_SIM_ASAN
+    printf("static __shared__ poisoning: off under ASan (block 1 read 0x%08x)\n", h[1]);
+#else
+    CHECK(h[0] == 0xffffffffu && h[1] == 0xffffffffu, "static shared memory poisoned per block: 0x%08x 0x%08x", h[0],
+          h[1]);
+#endif
+    CUDA_OK(cudaFree(d));
 }
 
 static void test_transpose(void) {
@@ -705,6 +728,7 @@ int main(void) {
     test_partial_warp();
     test_dynamic_smem();
     test_transpose();
+    test_static_smem_poison();
     test_math();
     test_gemm_f32();
     test_gemm_tf32();

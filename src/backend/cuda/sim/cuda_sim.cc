@@ -21,13 +21,6 @@
 #include <unordered_map>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PT_SIM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PT_SIM_ASAN 1
-#endif
-#endif
 #ifdef PT_SIM_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -188,9 +181,20 @@ bool begin_launch(const char *name, const void *kernel, dim3 grid, dim3 block, s
     return true;
 }
 
+// The linker's bounds of the section holding every __shared__ array (absent
+// without any, or under ASan).
+extern "C" {
+extern unsigned char __start_pt_sim_shared[] __attribute__((weak));
+extern unsigned char __stop_pt_sim_shared[] __attribute__((weak));
+}
+
 void begin_block(unsigned int x, unsigned int y, unsigned int z) {
     g_block_idx = uint3{x, y, z};
     if (g_launch.smem) memset(g_launch.smem, POISON_BYTE, g_launch.smem_bytes);
+    // Only where threads can share it; a per-block memset of every kernel's
+    // arrays would slow PT_LAUNCH grids of many small blocks.
+    uintptr_t start = (uintptr_t)__start_pt_sim_shared, stop = (uintptr_t)__stop_pt_sim_shared;
+    if (g_launch.sync && start && stop > start) memset(__start_pt_sim_shared, POISON_BYTE, stop - start);
 }
 
 void end_block(void) {
@@ -238,9 +242,17 @@ static const size_t FIBER_STACK = 256 * 1024;  // ASan frames are larger
 static const size_t FIBER_STACK = 64 * 1024;
 #endif
 
-static std::vector<fiber *> g_fibers;
+// A plain array (not a vector destroyed at exit), so LeakSanitizer sees the
+// kept fibers as reachable.
+static fiber *g_fibers[MAX_THREADS_PER_BLOCK];
+static unsigned int g_nfibers = 0;
 static fiber *g_current = nullptr;  // nullptr: the scheduler (the launching thread's own stack)
+#ifndef PT_SIM_SWAPCONTEXT
 static jmp_buf g_sched_ctx;
+#endif
+#ifdef PT_SIM_SWAPCONTEXT
+static ucontext_t g_sched_uc;
+#endif
 #ifdef PT_SIM_ASAN
 static void *g_sched_fake_stack;
 static const void *g_sched_stack_bottom;
@@ -288,6 +300,18 @@ static bool g_from_scheduler;
 
 static void switch_to(fiber *from, fiber *to) {
     g_switches++;
+#ifdef PT_SIM_SWAPCONTEXT  // the slower alternative (a signal-mask syscall per switch), for measurements
+#ifdef PT_SIM_ASAN
+    __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
+                                   to ? (const void *)to->stack : g_sched_stack_bottom,
+                                   to ? to->stack_bytes : g_sched_stack_bytes);
+#endif
+    g_from_scheduler = from == nullptr;
+    g_current = to;
+    if (to) to->started = true;
+    if (swapcontext(from ? &from->start : &g_sched_uc, to ? &to->start : &g_sched_uc) != 0)
+        die("swapcontext failed");
+#else
     if (_setjmp(from ? from->ctx : g_sched_ctx) == 0) {
 #ifdef PT_SIM_ASAN
         __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
@@ -304,6 +328,7 @@ static void switch_to(fiber *from, fiber *to) {
         }
         _longjmp(to->ctx, 1);
     }
+#endif
     arrived(from, g_from_scheduler);
 }
 
@@ -356,7 +381,7 @@ void run_fibers(void (*thread_body)(void *), void *ctx) {
     launch_state &L = g_launch;
     L.body = thread_body;
     L.body_ctx = ctx;
-    while (g_fibers.size() < L.nthreads) g_fibers.push_back(new_fiber());
+    while (g_nfibers < L.nthreads) g_fibers[g_nfibers++] = new_fiber();
     L.warps.assign((L.nthreads + 31) / 32, warp_slot());
     for (unsigned int bz = 0; bz < L.grid.z; bz++)
         for (unsigned int by = 0; by < L.grid.y; by++)

@@ -28,6 +28,14 @@
 #error "the CUDA emulator needs C++17"
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PT_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PT_SIM_ASAN 1
+#endif
+#endif
+
 #include <math.h>
 #include <cmath>
 #include <cstddef>
@@ -203,7 +211,16 @@ inline cudaError_t cudaFuncSetAttribute(T *kernel, cudaFuncAttribute attr, int v
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+// Static shared arrays live in one section, so the emulator can poison them
+// (0xff bytes) at the start of every PT_LAUNCH_SYNC block, as it does the
+// dynamic buffer: a read before the block wrote shows up as NaN. (g++ keeps
+// template functions' statics out of the section: those are not poisoned.)
+// Under ASan they are plain statics, which ASan bounds-checks instead.
+#ifdef PT_SIM_ASAN
 #define __shared__ static
+#else
+#define __shared__ static __attribute__((section("pt_sim_shared"), aligned(16)))
+#endif
 
 #define threadIdx (static_cast<const uint3 &>(::pt_sim::g_thread_idx))
 #define blockIdx (static_cast<const uint3 &>(::pt_sim::g_block_idx))
