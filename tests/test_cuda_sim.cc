@@ -642,6 +642,20 @@ static void test_gemm_large_and_timing(bool sanitized) {
     CHECK(bad == 0, "large gemm: %d of 64 sampled elements differ from the naive loop", bad);
 }
 
+static void timing_plain_launch(bool sanitized) {
+    const int n = sanitized ? 1 << 18 : 1 << 22, width = 1024;
+    float *da, *dout;
+    CUDA_OK(cudaMalloc(&da, n * sizeof(float)));
+    CUDA_OK(cudaMalloc(&dout, n * sizeof(float)));
+    CUDA_OK(cudaMemsetAsync(da, 0, n * sizeof(float), 0));
+    auto t0 = std::chrono::steady_clock::now();
+    PT_LAUNCH(affine_2d, dim3(width / 256, n / width), 256, 0, 0, dout, da, width, n / width);
+    double dt = seconds_since(t0);
+    printf("timing: PT_LAUNCH elementwise, %d threads in %.3f s: %.0f M threads/s\n", n, dt, n / dt / 1e6);
+    CUDA_OK(cudaFree(da));
+    CUDA_OK(cudaFree(dout));
+}
+
 static void timing_context_switches(bool sanitized) {
     int *d;
     CUDA_OK(cudaMalloc(&d, 256 * sizeof(int)));
@@ -690,9 +704,10 @@ static void test_deaths(void) {
     static float buf[2048];
     float *d = buf;  // death-test kernels write nowhere dangerous
     expect_death("__syncthreads in a PT_LAUNCH kernel", [&] { PT_LAUNCH(syncs_unannounced, 1, 32, 0, 0, d); },
-                 "kernel 'syncs_unannounced' synchronises (__syncthreads): launch it with PT_LAUNCH_SYNC");
+                 "kernel 'syncs_unannounced' synchronises: launch it with PT_LAUNCH_SYNC (it called __syncthreads)");
     expect_death("a shuffle in a PT_LAUNCH kernel", [&] { PT_LAUNCH(shuffles_unannounced, 1, 32, 0, 0, d); },
-                 "kernel 'shuffles_unannounced' synchronises (__shfl_xor_sync)");
+                 "kernel 'shuffles_unannounced' synchronises: launch it with PT_LAUNCH_SYNC (it called "
+                 "__shfl_xor_sync)");
     expect_death("divergent __syncthreads", [&] { PT_LAUNCH_SYNC(divergent_sync, 1, 64, 0, 0, d); },
                  "kernel 'divergent_sync': __syncthreads not reached by every thread");
     expect_death("more than 1024 threads", [&] { PT_LAUNCH(plain, 1, dim3(64, 32), 0, 0, d); },
@@ -734,6 +749,7 @@ int main(void) {
     test_gemm_tf32();
     test_gemm_bf16_batched();
     test_gemm_large_and_timing(sanitized);
+    timing_plain_launch(sanitized);
     timing_context_switches(sanitized);
     test_deaths();
     if (g_failures) {

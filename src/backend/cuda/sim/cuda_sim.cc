@@ -414,7 +414,8 @@ void run_fibers(void (*thread_body)(void *), void *ctx) {
 
 static fiber *require_fiber(const char *what) {
     if (!g_in_launch) die("%s called outside a kernel", what);
-    if (!g_launch.sync) die("kernel '%s' synchronises (%s): launch it with PT_LAUNCH_SYNC", g_launch.name, what);
+    if (!g_launch.sync)
+        die("kernel '%s' synchronises: launch it with PT_LAUNCH_SYNC (it called %s)", g_launch.name, what);
     return g_current;
 }
 

@@ -239,7 +239,9 @@ inline cudaError_t cudaFuncSetAttribute(T *kernel, cudaFuncAttribute attr, int v
     ::pt_sim::launch<true>(#k, k, dim3(grid), dim3(block), (smem), (stream), ##__VA_ARGS__)
 
 void __syncthreads(void);
-inline void __syncwarp(unsigned int mask = 0xffffffffu) { pt_sim::warp_exchange(pt_sim::WARP_SYNC, mask, 0, 0, warpSize); }
+inline void __syncwarp(unsigned int mask = 0xffffffffu) {
+    pt_sim::warp_exchange(pt_sim::WARP_SYNC, mask, 0, 0, warpSize);
+}
 
 // Full-warp masks only (others abort). A lane that reads a lane which does
 // not exist (the partial last warp of a block) gets all-ones bits: a NaN as
