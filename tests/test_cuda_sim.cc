@@ -146,6 +146,13 @@ PT_KERNEL void reads_unwritten_shared(unsigned int *out) {
     s[threadIdx.x] = 1.0f;
 }
 
+// A race: every thread writes the same element; the last one to run wins.
+PT_KERNEL void racy_last_writer(int *out) { out[0] = (int)(blockIdx.x * blockDim.x + threadIdx.x); }
+
+PT_KERNEL void writes_past_end(float *x, int n) {
+    if (threadIdx.x == 0) x[n] = 1.0f;
+}
+
 // Many barriers, for the context-switch timing.
 PT_KERNEL void barrier_loop(int *out, int iters) {
     __shared__ int counter[256];
@@ -376,6 +383,27 @@ static void test_static_smem_poison(void) {
     CHECK(h[0] == 0xffffffffu && h[1] == 0xffffffffu, "static shared memory poisoned per block: 0x%08x 0x%08x", h[0],
           h[1]);
 #endif
+    CUDA_OK(cudaFree(d));
+}
+
+// Race-free kernels give bitwise the same results with blocks and threads in
+// reverse order; a racy one does not (what PT_CUDA_SIM_REVERSE=1 is for).
+static void test_reverse_order(void) {
+    std::vector<float> x(777);
+    for (float &v : x) v = rand_uniform();
+    pt_sim_set_reverse_order(false);
+    std::vector<float> fwd = run_block_sum(x);
+    int *d;
+    CUDA_OK(cudaMalloc(&d, sizeof(int)));
+    PT_LAUNCH(racy_last_writer, 3, 64, 0, 0, d);
+    int last_fwd = to_host(d, 1)[0];
+    pt_sim_set_reverse_order(true);
+    std::vector<float> rev = run_block_sum(x);
+    PT_LAUNCH(racy_last_writer, 3, 64, 0, 0, d);
+    int last_rev = to_host(d, 1)[0];
+    pt_sim_set_reverse_order(false);
+    CHECK(memcmp(fwd.data(), rev.data(), fwd.size() * sizeof(float)) == 0, "block_sum_256 depends on the order");
+    CHECK(last_fwd == 191 && last_rev == 0, "the racy kernel's winner: %d forward, %d reversed", last_fwd, last_rev);
     CUDA_OK(cudaFree(d));
 }
 
@@ -672,7 +700,8 @@ static void timing_context_switches(bool sanitized) {
 // ---- death tests ----
 
 // Runs fn in a child; it must abort (SIGABRT) with `message` on stderr.
-static void expect_death(const char *what, const std::function<void()> &fn, const char *message) {
+static void expect_death(const char *what, const std::function<void()> &fn, const char *message,
+                         bool asan_ok = false) {
     int pipefd[2];
     if (pipe(pipefd) != 0) {
         perror("pipe");
@@ -695,7 +724,9 @@ static void expect_death(const char *what, const std::function<void()> &fn, cons
     close(pipefd[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    // ASan reports its own findings and exits non-zero (or aborts).
+    bool aborted = (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) ||
+                   (asan_ok && WIFEXITED(status) && WEXITSTATUS(status) != 0);
     CHECK(aborted, "%s: the child did not abort (status 0x%x), stderr: %s", what, status, err.c_str());
     CHECK(err.find(message) != std::string::npos, "%s: stderr lacks '%s': %s", what, message, err.c_str());
 }
@@ -723,6 +754,18 @@ static void test_deaths(void) {
                  "kernel 'uses_dyn_smem' uses PT_DYN_SMEM but was launched with 0 bytes");
     expect_death("a write past the dynamic smem", [&] { PT_LAUNCH(overruns_dyn_smem, 1, 1, 100, 0, 100); },
                  "kernel 'overruns_dyn_smem', block (0, 0, 0): a write past its 100 bytes");
+    {
+        float *dev;
+        CUDA_OK(cudaMalloc(&dev, 100 * sizeof(float)));
+#ifdef PT_SIM_ASAN
+        const char *past_end = "heap-buffer-overflow";
+#else
+        const char *past_end = "kernel 'writes_past_end' wrote past the end of the 400-byte device buffer";
+#endif
+        expect_death("a write past a device buffer", [&] { PT_LAUNCH(writes_past_end, 1, 32, 0, 0, dev, 100); },
+                     past_end, true);
+        CUDA_OK(cudaFree(dev));
+    }
     expect_death("deadlock", [&] { PT_LAUNCH_SYNC(deadlocks, 1, 64, 0, 0, d); },
                  "kernel 'deadlocks', block (0, 0, 0): deadlock");
     expect_death("a partial mask", [&] { PT_LAUNCH_SYNC(partial_mask, 1, 32, 0, 0, d); },
@@ -744,6 +787,7 @@ int main(void) {
     test_dynamic_smem();
     test_transpose();
     test_static_smem_poison();
+    test_reverse_order();
     test_math();
     test_gemm_f32();
     test_gemm_tf32();

@@ -45,6 +45,11 @@ uint3 g_thread_idx;
 uint3 g_block_idx;
 dim3 g_block_dim;
 dim3 g_grid_dim;
+static bool reverse_from_env(void) {
+    const char *v = getenv("PT_CUDA_SIM_REVERSE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+bool g_reverse_order = reverse_from_env();
 
 [[noreturn]] static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void die(const char *fmt, ...) {
@@ -62,6 +67,13 @@ static void die(const char *fmt, ...) {
 static std::mutex g_state_mutex;  // allocations, streams, attributes, last error
 static cudaError_t g_last_error = cudaSuccess;
 static std::map<uintptr_t, size_t> g_allocs;  // device allocation start -> bytes
+// Outside ASan (which bounds-checks exact-size allocations itself) every
+// device allocation is followed by a canary, checked after every launch.
+#ifdef PT_SIM_ASAN
+enum { ALLOC_CANARY = 0 };
+#else
+enum { ALLOC_CANARY = 64 };
+#endif
 static std::set<const CUstream_st *> g_streams;
 static std::unordered_map<const void *, int> g_max_dyn_smem;  // kernel -> attribute value
 
@@ -206,7 +218,22 @@ void end_block(void) {
                 g_block_idx.x, g_block_idx.y, g_block_idx.z, L.smem_bytes);
 }
 
+// Aborts if a device allocation's canary was overwritten; `by` names the culprit.
+static void check_alloc_canaries(const char *by) {
+    if (ALLOC_CANARY == 0) return;
+    std::lock_guard<std::mutex> lock(g_state_mutex);
+    for (const auto &a : g_allocs) {
+        const unsigned char *c = (const unsigned char *)a.first + a.second;
+        for (int i = 0; i < ALLOC_CANARY; i++)
+            if (c[i] != CANARY_BYTE)
+                die("%s wrote past the end of the %zu-byte device buffer at %p", by, a.second, (void *)a.first);
+    }
+}
+
 void end_launch(void) {
+    char by[300];
+    snprintf(by, sizeof by, "kernel '%s'", g_launch.name);
+    check_alloc_canaries(by);
     if (g_launch.smem) ::operator delete(g_launch.smem, std::align_val_t(16));
     g_launch.smem = nullptr;
     g_in_launch = false;
@@ -336,7 +363,7 @@ static void switch_to(fiber *from, fiber *to) {
 static fiber *next_runnable(unsigned int self_index) {
     unsigned int n = g_launch.nthreads;
     for (unsigned int k = 1; k <= n; k++) {
-        unsigned int i = (self_index + k) % n;
+        unsigned int i = g_reverse_order ? (self_index + n - k) % n : (self_index + k) % n;
         if (g_fibers[i]->state == RUNNABLE) return g_fibers[i];
     }
     return nullptr;
@@ -383,33 +410,35 @@ void run_fibers(void (*thread_body)(void *), void *ctx) {
     L.body_ctx = ctx;
     while (g_nfibers < L.nthreads) g_fibers[g_nfibers++] = new_fiber();
     L.warps.assign((L.nthreads + 31) / 32, warp_slot());
-    for (unsigned int bz = 0; bz < L.grid.z; bz++)
-        for (unsigned int by = 0; by < L.grid.y; by++)
-            for (unsigned int bx = 0; bx < L.grid.x; bx++) {
-                begin_block(bx, by, bz);
-                unsigned int i = 0;
-                for (unsigned int tz = 0; tz < L.block.z; tz++)
-                    for (unsigned int ty = 0; ty < L.block.y; ty++)
-                        for (unsigned int tx = 0; tx < L.block.x; tx++, i++) {
-                            g_fibers[i]->tid = uint3{tx, ty, tz};
-                            g_fibers[i]->state = RUNNABLE;
-                        }
-                L.barrier_arrived = 0;
-                L.done = 0;
-                for (warp_slot &w : L.warps) w.arrived = w.done = 0;
-                switch_to(nullptr, g_fibers[0]);
-                if (L.done != L.nthreads) {
-                    unsigned int at_barrier = 0, at_warp = 0;
-                    for (unsigned int t = 0; t < L.nthreads; t++) {
-                        at_barrier += g_fibers[t]->state == AT_BARRIER;
-                        at_warp += g_fibers[t]->state == AT_WARP;
-                    }
-                    die("kernel '%s', block (%u, %u, %u): deadlock: %u threads wait at __syncthreads, %u at warp "
-                        "operations, %u exited",
-                        L.name, bx, by, bz, at_barrier, at_warp, L.done);
+    const unsigned long long nblocks = (unsigned long long)L.grid.x * L.grid.y * L.grid.z;
+    for (unsigned long long b = 0; b < nblocks; b++) {
+        unsigned long long lin = g_reverse_order ? nblocks - 1 - b : b;  // x fastest, then y, z
+        unsigned int bx = (unsigned int)(lin % L.grid.x), by = (unsigned int)(lin / L.grid.x % L.grid.y),
+                     bz = (unsigned int)(lin / ((unsigned long long)L.grid.x * L.grid.y));
+        begin_block(bx, by, bz);
+        unsigned int i = 0;
+        for (unsigned int tz = 0; tz < L.block.z; tz++)
+            for (unsigned int ty = 0; ty < L.block.y; ty++)
+                for (unsigned int tx = 0; tx < L.block.x; tx++, i++) {
+                    g_fibers[i]->tid = uint3{tx, ty, tz};
+                    g_fibers[i]->state = RUNNABLE;
                 }
-                end_block();
+        L.barrier_arrived = 0;
+        L.done = 0;
+        for (warp_slot &w : L.warps) w.arrived = w.done = 0;
+        switch_to(nullptr, g_fibers[g_reverse_order ? L.nthreads - 1 : 0]);
+        if (L.done != L.nthreads) {
+            unsigned int at_barrier = 0, at_warp = 0;
+            for (unsigned int t = 0; t < L.nthreads; t++) {
+                at_barrier += g_fibers[t]->state == AT_BARRIER;
+                at_warp += g_fibers[t]->state == AT_WARP;
             }
+            die("kernel '%s', block (%u, %u, %u): deadlock: %u threads wait at __syncthreads, %u at warp "
+                "operations, %u exited",
+                L.name, bx, by, bz, at_barrier, at_warp, L.done);
+        }
+        end_block();
+    }
 }
 
 static fiber *require_fiber(const char *what) {
@@ -496,6 +525,11 @@ void __syncthreads(void) {
 
 unsigned long long pt_sim_context_switches(void) { return g_switches; }
 
+void pt_sim_set_reverse_order(bool reverse) {
+    std::lock_guard<std::mutex> lock(g_launch_mutex);  // not in the middle of a launch
+    g_reverse_order = reverse;
+}
+
 // ---- runtime API ----
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
@@ -503,8 +537,10 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     *ptr = nullptr;
     if (bytes == 0) return cudaSuccess;
     void *p = nullptr;
-    if (posix_memalign(&p, 256, bytes) != 0) return record_locked(cudaErrorMemoryAllocation);
+    if (bytes > SIZE_MAX - ALLOC_CANARY || posix_memalign(&p, 256, bytes + ALLOC_CANARY) != 0)
+        return record_locked(cudaErrorMemoryAllocation);
     memset(p, POISON_BYTE, bytes);  // device memory starts undefined: make reads of it visible (NaN)
+    memset(static_cast<unsigned char *>(p) + bytes, CANARY_BYTE, ALLOC_CANARY);
     std::lock_guard<std::mutex> lock(g_state_mutex);
     g_allocs[(uintptr_t)p] = bytes;
     *ptr = p;
@@ -516,6 +552,10 @@ cudaError_t cudaFree(void *ptr) {
     std::lock_guard<std::mutex> lock(g_state_mutex);
     auto it = g_allocs.find((uintptr_t)ptr);
     if (it == g_allocs.end()) return record(cudaErrorInvalidValue);
+    for (int i = 0; i < ALLOC_CANARY; i++)
+        if (static_cast<unsigned char *>(ptr)[it->second + i] != CANARY_BYTE)
+            die("a kernel wrote past the end of the %zu-byte device buffer at %p (found at cudaFree)", it->second,
+                ptr);
     g_allocs.erase(it);
     free(ptr);
     return cudaSuccess;

@@ -136,6 +136,8 @@ extern uint3 g_thread_idx;
 extern uint3 g_block_idx;
 extern dim3 g_block_dim;
 extern dim3 g_grid_dim;
+// Blocks and threads run in reverse order (pt_sim_set_reverse_order).
+extern bool g_reverse_order;
 
 // Checks the launch configuration and takes the launch lock; false (and the
 // lock not taken) when the launch must not run: the error is then recorded
@@ -166,7 +168,7 @@ inline void launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block
         return;
     if constexpr (Sync) {
         run_fibers(&call_body<decltype(body)>, &body);
-    } else {
+    } else if (!g_reverse_order) {
         for (unsigned int bz = 0; bz < grid.z; bz++)
             for (unsigned int by = 0; by < grid.y; by++)
                 for (unsigned int bx = 0; bx < grid.x; bx++) {
@@ -174,6 +176,19 @@ inline void launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block
                     for (unsigned int tz = 0; tz < block.z; tz++)
                         for (unsigned int ty = 0; ty < block.y; ty++)
                             for (unsigned int tx = 0; tx < block.x; tx++) {
+                                g_thread_idx = uint3{tx, ty, tz};
+                                body();
+                            }
+                    end_block();
+                }
+    } else {
+        for (unsigned int bz = grid.z; bz-- > 0;)
+            for (unsigned int by = grid.y; by-- > 0;)
+                for (unsigned int bx = grid.x; bx-- > 0;) {
+                    begin_block(bx, by, bz);
+                    for (unsigned int tz = block.z; tz-- > 0;)
+                        for (unsigned int ty = block.y; ty-- > 0;)
+                            for (unsigned int tx = block.x; tx-- > 0;) {
                                 g_thread_idx = uint3{tx, ty, tz};
                                 body();
                             }
@@ -261,6 +276,11 @@ inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int widt
 
 // Fiber switches so far (PT_LAUNCH_SYNC launches), for timing.
 unsigned long long pt_sim_context_switches(void);
+// Run blocks and threads (and fibers' round-robin) in reverse order from now
+// on, as the environment variable PT_CUDA_SIM_REVERSE=1 does from the start:
+// a race-free kernel gives bitwise the same result either way, so a test that
+// runs both catches races between threads that the fixed order hides.
+void pt_sim_set_reverse_order(bool reverse);
 
 // ---- math: the host's libm; the fast intrinsics are the exact functions ----
 
