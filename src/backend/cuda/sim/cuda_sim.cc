@@ -165,13 +165,13 @@ bool begin_launch(const char *name, const void *kernel, dim3 grid, dim3 block, s
         if (smem_bytes > MAX_DYN_SMEM_OPTIN)
             die("kernel '%s': %zu bytes of dynamic shared memory, more than the device's %d", name, smem_bytes,
                 MAX_DYN_SMEM_OPTIN);
-        if (smem_bytes > DEFAULT_DYN_SMEM) {
-            auto it = g_max_dyn_smem.find(kernel);
-            if (it == g_max_dyn_smem.end() || (size_t)it->second < smem_bytes)
-                die("kernel '%s': %zu bytes of dynamic shared memory need cudaFuncSetAttribute(%s, "
-                    "cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) first (set: %d)",
-                    name, smem_bytes, name, smem_bytes, it == g_max_dyn_smem.end() ? DEFAULT_DYN_SMEM : it->second);
-        }
+        // The attribute's default is 48 KiB; a launch above it fails on a GPU.
+        auto it = g_max_dyn_smem.find(kernel);
+        int limit = it == g_max_dyn_smem.end() ? DEFAULT_DYN_SMEM : it->second;
+        if (smem_bytes > (size_t)limit)
+            die("kernel '%s': %zu bytes of dynamic shared memory need cudaFuncSetAttribute(%s, "
+                "cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) first (now %d)",
+                name, smem_bytes, name, smem_bytes, limit);
     }
     g_launch_mutex.lock();
     if (g_in_launch) die("kernel '%s' launched from inside kernel '%s'", name, g_launch.name);
@@ -218,22 +218,21 @@ void end_block(void) {
                 g_block_idx.x, g_block_idx.y, g_block_idx.z, L.smem_bytes);
 }
 
-// Aborts if a device allocation's canary was overwritten; `by` names the culprit.
-static void check_alloc_canaries(const char *by) {
+// Aborts if kernel `name` overwrote a device allocation's canary.
+static void check_alloc_canaries(const char *name) {
     if (ALLOC_CANARY == 0) return;
     std::lock_guard<std::mutex> lock(g_state_mutex);
     for (const auto &a : g_allocs) {
         const unsigned char *c = (const unsigned char *)a.first + a.second;
         for (int i = 0; i < ALLOC_CANARY; i++)
             if (c[i] != CANARY_BYTE)
-                die("%s wrote past the end of the %zu-byte device buffer at %p", by, a.second, (void *)a.first);
+                die("kernel '%s' wrote past the end of the %zu-byte device buffer at %p", name, a.second,
+                    (void *)a.first);
     }
 }
 
 void end_launch(void) {
-    char by[300];
-    snprintf(by, sizeof by, "kernel '%s'", g_launch.name);
-    check_alloc_canaries(by);
+    check_alloc_canaries(g_launch.name);
     if (g_launch.smem) ::operator delete(g_launch.smem, std::align_val_t(16));
     g_launch.smem = nullptr;
     g_in_launch = false;
