@@ -153,6 +153,14 @@ PT_KERNEL void writes_past_end(float *x, int n) {
     if (threadIdx.x == 0) x[n] = 1.0f;
 }
 
+// Many warp all-reduces, for the shuffle timing.
+PT_KERNEL void shuffle_loop(float *out, int iters) {
+    float v = (float)threadIdx.x;
+    for (int i = 0; i < iters; i++)
+        for (int mask = 16; mask > 0; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask) * 0.5f;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
 // Many barriers, for the context-switch timing.
 PT_KERNEL void barrier_loop(int *out, int iters) {
     __shared__ int counter[256];
@@ -693,8 +701,19 @@ static void timing_context_switches(bool sanitized) {
     PT_LAUNCH_SYNC(barrier_loop, 4, 256, 0, 0, d, iters);
     double dt = seconds_since(t0);
     unsigned long long switches = pt_sim_context_switches() - s0;
-    printf("timing: %llu fiber switches in %.3f s: %.1f M switches/s\n", switches, dt, switches / dt / 1e6);
+    printf("timing: __syncthreads: %llu fiber switches in %.3f s: %.1f M switches/s\n", switches, dt,
+           switches / dt / 1e6);
     CUDA_OK(cudaFree(d));
+    float *f;
+    CUDA_OK(cudaMalloc(&f, 4 * 256 * sizeof(float)));
+    s0 = pt_sim_context_switches();
+    t0 = std::chrono::steady_clock::now();
+    PT_LAUNCH_SYNC(shuffle_loop, 4, 256, 0, 0, f, iters / 4);
+    dt = seconds_since(t0);
+    switches = pt_sim_context_switches() - s0;
+    printf("timing: __shfl_xor_sync: %llu fiber switches in %.3f s: %.1f M switches/s\n", switches, dt,
+           switches / dt / 1e6);
+    CUDA_OK(cudaFree(f));
 }
 
 // ---- death tests ----

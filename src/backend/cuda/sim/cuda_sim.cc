@@ -102,17 +102,35 @@ static bool valid_stream(cudaStream_t s) { return s == nullptr || g_streams.coun
 
 enum fiber_state { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 
-struct fiber {
-    jmp_buf ctx;
-    ucontext_t start;  // the first entry only (makecontext)
-    unsigned char *stack;
-    size_t stack_bytes;
-    bool started;
+// How fibers switch: x86-64 by a few instructions of its own (the callee-saved
+// registers pushed on the fiber's stack, then the stack pointer exchanged);
+// elsewhere (or with PT_SIM_SETJMP) _setjmp/_longjmp, after a makecontext
+// start; PT_SIM_SWAPCONTEXT: swapcontext (a signal-mask syscall per switch),
+// only to compare. Per switch (best of 7, a 256-thread warp-shuffle loop):
+// about 2x faster than _setjmp/_longjmp, which is 10x faster than swapcontext.
+#if defined(PT_SIM_SWAPCONTEXT)
+#elif defined(__x86_64__) && !defined(PT_SIM_SETJMP)
+#define PT_SIM_ASM_SWITCH 1
+#else
+#define PT_SIM_SETJMP_SWITCH 1
+#endif
+
+struct alignas(64) fiber {
+    // hot: what a switch and a warp operation touch
+    void *sp;  // PT_SIM_ASM_SWITCH: the saved stack pointer
     fiber_state state;
+    unsigned int index;  // in g_fibers: the thread's linear index in the block
     uint3 tid;
     uint64_t shfl_result;
 #ifdef PT_SIM_ASAN
     void *fake_stack;
+#endif
+    unsigned char *stack;
+    size_t stack_bytes;
+#ifndef PT_SIM_ASM_SWITCH
+    bool started;
+    jmp_buf ctx;
+    ucontext_t start;  // makecontext's first entry (and swapcontext's saved context)
 #endif
 };
 
@@ -273,10 +291,11 @@ static const size_t FIBER_STACK = 64 * 1024;
 static fiber *g_fibers[MAX_THREADS_PER_BLOCK];
 static unsigned int g_nfibers = 0;
 static fiber *g_current = nullptr;  // nullptr: the scheduler (the launching thread's own stack)
-#ifndef PT_SIM_SWAPCONTEXT
+#if defined(PT_SIM_ASM_SWITCH)
+static void *g_sched_sp;
+#elif defined(PT_SIM_SETJMP_SWITCH)
 static jmp_buf g_sched_ctx;
-#endif
-#ifdef PT_SIM_SWAPCONTEXT
+#else
 static ucontext_t g_sched_uc;
 #endif
 #ifdef PT_SIM_ASAN
@@ -288,20 +307,51 @@ static unsigned long long g_switches = 0;
 
 static void fiber_main(void);
 
-static fiber *new_fiber(void) {
+#ifdef PT_SIM_ASM_SWITCH
+// pt_sim_switch_stack(&save_sp, to_sp): pushes the callee-saved registers,
+// saves the stack pointer, loads to_sp and pops the target's registers; its
+// `ret` resumes the target (or enters a new fiber at fiber_main).
+extern "C" void pt_sim_switch_stack(void **save_sp, void *to_sp);
+asm(".text\n"
+    ".p2align 4\n"
+    ".type pt_sim_switch_stack, @function\n"
+    "pt_sim_switch_stack:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size pt_sim_switch_stack, .-pt_sim_switch_stack\n");
+#endif
+
+static fiber *new_fiber(unsigned int index) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     // A PROT_NONE guard page below the stack: an overflow faults at once.
     void *mem = mmap(nullptr, FIBER_STACK + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) die("cannot map a %zu-byte fiber stack", FIBER_STACK);
     if (mprotect(mem, page, PROT_NONE) != 0) die("cannot protect a fiber stack's guard page");
     fiber *f = new fiber();
+    f->index = index;
     f->stack = static_cast<unsigned char *>(mem) + page;
     f->stack_bytes = FIBER_STACK;
+    // Stack tops staggered by 128 bytes per lane: otherwise every fiber's hot
+    // frames share the same page offset, and so the same few L1 cache sets.
+    size_t usable = f->stack_bytes - (index % 32) * 128;
+#ifdef PT_SIM_ASM_SWITCH
+    // The frame pt_sim_switch_stack pops: six registers, then the return
+    // address fiber_main, entered with rsp = top - 8 as after a call.
+    void **top = reinterpret_cast<void **>(f->stack + usable);
+    top[-1] = nullptr;
+    top[-2] = reinterpret_cast<void *>(&fiber_main);
+    for (int r = 3; r <= 8; r++) top[-r] = nullptr;
+    f->sp = top - 8;
+#else
     if (getcontext(&f->start) != 0) die("getcontext failed");
     f->start.uc_stack.ss_sp = f->stack;
-    f->start.uc_stack.ss_size = f->stack_bytes;
+    f->start.uc_stack.ss_size = usable;
     f->start.uc_link = nullptr;  // fiber_main never returns
     makecontext(&f->start, fiber_main, 0);
+#endif
     return f;
 }
 
@@ -326,7 +376,16 @@ static bool g_from_scheduler;
 
 static void switch_to(fiber *from, fiber *to) {
     g_switches++;
-#ifdef PT_SIM_SWAPCONTEXT  // the slower alternative (a signal-mask syscall per switch), for measurements
+#if defined(PT_SIM_ASM_SWITCH)
+#ifdef PT_SIM_ASAN
+    __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
+                                   to ? (const void *)to->stack : g_sched_stack_bottom,
+                                   to ? to->stack_bytes : g_sched_stack_bytes);
+#endif
+    g_from_scheduler = from == nullptr;
+    g_current = to;
+    pt_sim_switch_stack(from ? &from->sp : &g_sched_sp, to ? to->sp : g_sched_sp);
+#elif defined(PT_SIM_SWAPCONTEXT)
 #ifdef PT_SIM_ASAN
     __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
                                    to ? (const void *)to->stack : g_sched_stack_bottom,
@@ -358,26 +417,32 @@ static void switch_to(fiber *from, fiber *to) {
     arrived(from, g_from_scheduler);
 }
 
-// The next runnable fiber after `self` (round-robin), or nullptr.
-static fiber *next_runnable(unsigned int self_index) {
-    unsigned int n = g_launch.nthreads;
-    for (unsigned int k = 1; k <= n; k++) {
-        unsigned int i = g_reverse_order ? (self_index + n - k) % n : (self_index + k) % n;
-        if (g_fibers[i]->state == RUNNABLE) return g_fibers[i];
+// The runnable fibers in the order they run: a ring of fiber indices (a fiber
+// is in it at most once). Released fibers join at the tail in index order
+// (reversed under g_reverse_order).
+static unsigned short g_ready[MAX_THREADS_PER_BLOCK];
+static unsigned int g_ready_head = 0, g_ready_count = 0;
+
+static void make_ready(fiber *f) {
+    f->state = RUNNABLE;
+    g_ready[(g_ready_head + g_ready_count++) % MAX_THREADS_PER_BLOCK] = (unsigned short)f->index;
+}
+
+// Waits (the caller set its state) or exits: on to the next runnable fiber,
+// or back to the scheduler when there is none.
+static void block_wait(fiber *self) {
+    fiber *next = nullptr;
+    if (g_ready_count) {
+        next = g_fibers[g_ready[g_ready_head]];
+        g_ready_head = (g_ready_head + 1) % MAX_THREADS_PER_BLOCK;
+        g_ready_count--;
     }
-    return nullptr;
+    switch_to(self, next);
 }
-
-static unsigned int fiber_index(const fiber *f) {
-    const dim3 &b = g_launch.block;
-    return f->tid.x + b.x * (f->tid.y + b.y * f->tid.z);
-}
-
-static void block_wait(fiber *self) { switch_to(self, next_runnable(fiber_index(self))); }
 
 static void thread_exited(fiber *self) {
     launch_state &L = g_launch;
-    unsigned int i = fiber_index(self);
+    unsigned int i = self->index;
     self->state = DONE;
     L.done++;
     if (L.barrier_arrived)
@@ -407,25 +472,27 @@ void run_fibers(void (*thread_body)(void *), void *ctx) {
     launch_state &L = g_launch;
     L.body = thread_body;
     L.body_ctx = ctx;
-    while (g_nfibers < L.nthreads) g_fibers[g_nfibers++] = new_fiber();
+    while (g_nfibers < L.nthreads) {
+        g_fibers[g_nfibers] = new_fiber(g_nfibers);
+        g_nfibers++;
+    }
     L.warps.assign((L.nthreads + 31) / 32, warp_slot());
+    unsigned int i = 0;
+    for (unsigned int tz = 0; tz < L.block.z; tz++)
+        for (unsigned int ty = 0; ty < L.block.y; ty++)
+            for (unsigned int tx = 0; tx < L.block.x; tx++, i++) g_fibers[i]->tid = uint3{tx, ty, tz};
     const unsigned long long nblocks = (unsigned long long)L.grid.x * L.grid.y * L.grid.z;
     for (unsigned long long b = 0; b < nblocks; b++) {
         unsigned long long lin = g_reverse_order ? nblocks - 1 - b : b;  // x fastest, then y, z
         unsigned int bx = (unsigned int)(lin % L.grid.x), by = (unsigned int)(lin / L.grid.x % L.grid.y),
                      bz = (unsigned int)(lin / ((unsigned long long)L.grid.x * L.grid.y));
         begin_block(bx, by, bz);
-        unsigned int i = 0;
-        for (unsigned int tz = 0; tz < L.block.z; tz++)
-            for (unsigned int ty = 0; ty < L.block.y; ty++)
-                for (unsigned int tx = 0; tx < L.block.x; tx++, i++) {
-                    g_fibers[i]->tid = uint3{tx, ty, tz};
-                    g_fibers[i]->state = RUNNABLE;
-                }
         L.barrier_arrived = 0;
         L.done = 0;
         for (warp_slot &w : L.warps) w.arrived = w.done = 0;
-        switch_to(nullptr, g_fibers[g_reverse_order ? L.nthreads - 1 : 0]);
+        g_ready_head = g_ready_count = 0;
+        for (unsigned int t = 0; t < L.nthreads; t++) make_ready(g_fibers[g_reverse_order ? L.nthreads - 1 - t : t]);
+        block_wait(nullptr);
         if (L.done != L.nthreads) {
             unsigned int at_barrier = 0, at_warp = 0;
             for (unsigned int t = 0; t < L.nthreads; t++) {
@@ -455,7 +522,7 @@ uint64_t warp_exchange(warp_op op, unsigned int mask, uint64_t value, int arg, i
         die("kernel '%s': %s with mask 0x%08x: the emulator supports full-warp masks only", L.name, names[op], mask);
     if (width < 1 || width > 32 || (width & (width - 1)))
         die("kernel '%s': %s width %d is not a power of two <= 32", L.name, names[op], width);
-    unsigned int i = fiber_index(self), lane = i % 32, warp = i / 32;
+    unsigned int i = self->index, lane = i % 32, warp = i / 32;
     unsigned int lanes = L.nthreads - warp * 32 < 32 ? L.nthreads - warp * 32 : 32;
     warp_slot &w = L.warps[warp];
     if (w.done)
@@ -489,12 +556,14 @@ uint64_t warp_exchange(warp_op op, unsigned int mask, uint64_t value, int arg, i
     w.src[lane] = src;
     self->state = AT_WARP;
     if (++w.arrived == lanes) {
-        for (unsigned int l = 0; l < lanes; l++) {
+        for (unsigned int k = 0; k < lanes; k++) {
+            unsigned int l = g_reverse_order ? lanes - 1 - k : k;
             fiber *f = g_fibers[warp * 32 + l];
             int s = w.src[l];
             f->shfl_result = s < 0 ? w.values[l] : (unsigned int)s < lanes ? w.values[s] : ~(uint64_t)0;
-            f->state = RUNNABLE;
+            if (f != self) make_ready(f);
         }
+        self->state = RUNNABLE;
         w.arrived = 0;
         return self->shfl_result;
     }
@@ -515,7 +584,11 @@ void __syncthreads(void) {
             L.name, g_block_idx.x, g_block_idx.y, g_block_idx.z, L.done);
     self->state = AT_BARRIER;
     if (++L.barrier_arrived == L.nthreads) {
-        for (unsigned int t = 0; t < L.nthreads; t++) g_fibers[t]->state = RUNNABLE;
+        for (unsigned int k = 0; k < L.nthreads; k++) {
+            fiber *f = g_fibers[g_reverse_order ? L.nthreads - 1 - k : k];
+            if (f != self) make_ready(f);
+        }
+        self->state = RUNNABLE;
         L.barrier_arrived = 0;
         return;
     }
