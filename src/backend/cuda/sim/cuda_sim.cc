@@ -158,7 +158,7 @@ struct launch_state {
 
 static std::mutex g_launch_mutex;
 static launch_state g_launch;
-static bool g_in_launch = false;
+static thread_local bool t_in_launch;  // this host thread runs a launch (its fibers included)
 
 bool begin_launch(const char *name, const void *kernel, dim3 grid, dim3 block, size_t smem_bytes,
                   cudaStream_t stream, bool sync) {
@@ -191,9 +191,9 @@ bool begin_launch(const char *name, const void *kernel, dim3 grid, dim3 block, s
                 "cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) first (now %d)",
                 name, smem_bytes, name, smem_bytes, limit);
     }
-    g_launch_mutex.lock();
-    if (g_in_launch) die("kernel '%s' launched from inside kernel '%s'", name, g_launch.name);
-    g_in_launch = true;
+    if (t_in_launch) die("kernel '%s' launched from inside kernel '%s'", name, g_launch.name);
+    g_launch_mutex.lock();  // waits for another host thread's launch
+    t_in_launch = true;
     launch_state &L = g_launch;
     L.name = name;
     L.sync = sync;
@@ -253,12 +253,12 @@ void end_launch(void) {
     check_alloc_canaries(g_launch.name);
     if (g_launch.smem) ::operator delete(g_launch.smem, std::align_val_t(16));
     g_launch.smem = nullptr;
-    g_in_launch = false;
+    t_in_launch = false;
     g_launch_mutex.unlock();
 }
 
 unsigned char *dyn_smem(void) {
-    if (!g_in_launch) die("PT_DYN_SMEM used outside a kernel");
+    if (!t_in_launch) die("PT_DYN_SMEM used outside a kernel");
     if (!g_launch.smem)
         die("kernel '%s' uses PT_DYN_SMEM but was launched with 0 bytes of dynamic shared memory", g_launch.name);
     return g_launch.smem;
@@ -517,7 +517,7 @@ void run_fibers(void (*thread_body)(void *), void *ctx) {
 }
 
 static fiber *require_fiber(const char *what) {
-    if (!g_in_launch) die("%s called outside a kernel", what);
+    if (!t_in_launch) die("%s called outside a kernel", what);
     if (!g_launch.sync)
         die("kernel '%s' synchronises: launch it with PT_LAUNCH_SYNC (it called %s)", g_launch.name, what);
     return g_current;
