@@ -108,6 +108,11 @@ enum fiber_state { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 // start; PT_SIM_SWAPCONTEXT: swapcontext (a signal-mask syscall per switch),
 // only to compare. Per switch (best of 7, a 256-thread warp-shuffle loop):
 // about 2x faster than _setjmp/_longjmp, which is 10x faster than swapcontext.
+// Built for CET shadow stacks (-fcf-protection=return/full), neither stack
+// switch of our own is allowed to run: glibc's swapcontext knows them.
+#if defined(__CET__) && (__CET__ & 2) && !defined(PT_SIM_SWAPCONTEXT)
+#define PT_SIM_SWAPCONTEXT 1
+#endif
 #if defined(PT_SIM_SWAPCONTEXT)
 #elif defined(__x86_64__) && !defined(PT_SIM_SETJMP)
 #define PT_SIM_ASM_SWITCH 1
