@@ -199,6 +199,8 @@ PT_KERNEL void divergent_sync(float *x) {
 
 PT_KERNEL void plain(float *x) { x[threadIdx.x] = 1.0f; }
 
+PT_KERNEL void launches_nested(float *x) { PT_LAUNCH(plain, 1, 1, 0, 0, x); }
+
 PT_KERNEL void uses_dyn_smem(float *x) {
     PT_DYN_SMEM(float, buf);
     buf[threadIdx.x] = x[threadIdx.x];
@@ -787,6 +789,9 @@ static void test_deaths(void) {
     }
     expect_death("deadlock", [&] { PT_LAUNCH_SYNC(deadlocks, 1, 64, 0, 0, d); },
                  "kernel 'deadlocks', block (0, 0, 0): deadlock");
+    expect_death("a launch inside a kernel", [&] { PT_LAUNCH(launches_nested, 1, 1, 0, 0, d); },
+                 "kernel 'plain' launched from inside kernel 'launches_nested'");
+    expect_death("__syncthreads outside a kernel", [&] { __syncthreads(); }, "__syncthreads called outside a kernel");
     expect_death("a partial mask", [&] { PT_LAUNCH_SYNC(partial_mask, 1, 32, 0, 0, d); },
                  "kernel 'partial_mask': __shfl_xor_sync with mask 0x0000ffff");
     expect_death("a bad lda", [&] {
