@@ -853,6 +853,37 @@ static inline void gemm_micro(int k, const float *__restrict a, const float *__r
     memcpy(out, acc, sizeof acc);
 }
 
+// The same block summed the way a GPU GEMM may sum it instead: k cut into
+// four contiguous quarters (split-K), each a chain of fused multiply-adds,
+// the partials added pairwise. Under PT_CUDA_SIM_GEMM=splitk the backend's
+// tolerance tests then see a summation order other than cpu-ref's, as they
+// will under cuBLAS, rather than cpu-ref's own order bit for bit.
+static inline void gemm_micro_splitk(int k, const float *__restrict a, const float *__restrict b,
+                                     float out[GEMM_NR][GEMM_MR]) {
+    float part[4][GEMM_NR][GEMM_MR] = {};
+    const int q = (k + 3) / 4;
+    for (int s = 0; s < 4; s++) {
+        const int k0 = s * q < k ? s * q : k, k1 = (s + 1) * q < k ? (s + 1) * q : k;
+        for (int p = k0; p < k1; p++) {
+            const float *ap = a + (size_t)p * GEMM_MR, *bp = b + (size_t)p * GEMM_NR;
+            for (int j = 0; j < GEMM_NR; j++)
+                for (int i = 0; i < GEMM_MR; i++) part[s][j][i] = std::fma(ap[i], bp[j], part[s][j][i]);
+        }
+    }
+    for (int j = 0; j < GEMM_NR; j++)
+        for (int i = 0; i < GEMM_MR; i++)
+            out[j][i] = (part[0][j][i] + part[1][j][i]) + (part[2][j][i] + part[3][j][i]);
+}
+
+static bool splitk_from_env(void) {
+    const char *e = getenv("PT_CUDA_SIM_GEMM");
+    if (!e || !*e || !strcmp(e, "ascending")) return false;
+    if (!strcmp(e, "splitk")) return true;
+    die("PT_CUDA_SIM_GEMM=%s: expected 'ascending' or 'splitk'", e);
+}
+static bool g_gemm_splitk = splitk_from_env();
+void pt_sim_set_gemm_splitk(bool splitk) { g_gemm_splitk = splitk; }
+
 static void check_gemm(const char *fn, bool transa, bool transb, int m, int n, int k, int lda, int ldb, int ldc,
                        const void *A, const void *B, const void *C) {
     if (m < 0 || n < 0 || k < 0) die("%s: negative size m=%d n=%d k=%d", fn, m, n, k);
@@ -891,7 +922,8 @@ static void gemm(bool transa, bool transb, int m, int n, int k, float alpha, con
         for (int jp = tn * tile_np; jp < npanels && jp < (tn + 1) * tile_np; jp++)
             for (int ip = tm * tile_mp; ip < mpanels && ip < (tm + 1) * tile_mp; ip++) {
                 float acc[GEMM_NR][GEMM_MR];
-                gemm_micro(k, ap + (size_t)ip * GEMM_MR * k, bp + (size_t)jp * GEMM_NR * k, acc);
+                (g_gemm_splitk ? gemm_micro_splitk : gemm_micro)(k, ap + (size_t)ip * GEMM_MR * k,
+                                                                 bp + (size_t)jp * GEMM_NR * k, acc);
                 for (int j = 0; j < GEMM_NR && jp * GEMM_NR + j < n; j++) {
                     float *c = C + (size_t)(jp * GEMM_NR + j) * ldc + ip * GEMM_MR;
                     int rows = m - ip * GEMM_MR < GEMM_MR ? m - ip * GEMM_MR : GEMM_MR;

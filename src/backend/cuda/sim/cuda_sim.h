@@ -286,6 +286,10 @@ unsigned long long pt_sim_context_switches(void);
 // a race-free kernel gives bitwise the same result either way, so a test that
 // runs both catches races between threads that the fixed order hides.
 void pt_sim_set_reverse_order(bool reverse);
+// GEMMs sum each element in four split-K partials of fused multiply-adds
+// instead of one ascending sum (also PT_CUDA_SIM_GEMM=splitk): a summation
+// order unlike cpu-ref's, as cuBLAS's is, for the tolerance tests.
+void pt_sim_set_gemm_splitk(bool splitk);
 
 // ---- math: the host's libm; the fast intrinsics are the exact functions ----
 
