@@ -9,8 +9,8 @@
 #      ACCEPTED under the bf16 profile (the recorded baseline reused);
 #   4. an MPI job of 2 X ranks (tp 2) against 2 cpu ranks: every loss within 1e-4 relative.
 # cuda-sim runs the emulated kernels one thread at a time: the steps and shapes are the small ones above
-# (accept: 8 steps, its minimum, of 2 x 32 tokens; on 2 cores 95 s lightly loaded, 2m20s at load 4-9; each part prints
-# its time).
+# (accept: 8 steps, its minimum, of 2 x 32 tokens); on 2 cores 95 s lightly loaded, 2m20s at load 4-9;
+# each part prints its time.
 # Exit 77 when `portatrain devices` lists no cuda-sim.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
