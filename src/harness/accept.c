@@ -73,6 +73,15 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
                      p->backend, pt_backend_list());
         return -1;
     }
+    // A built cuda backend may still find no device here: say so now too.
+    if (!strcmp(p->backend, "cuda")) {
+        pt_backend *be = pt_backend_create(p->backend);
+        if (!be) {
+            pt_prefix_error("platform SPEC '%s': ", spec);
+            return -1;
+        }
+        pt_backend_destroy(be);
+    }
     if (p->tp * p->dp * p->fsdp != 1) {
         pt_set_error("platform SPEC '%s': parallel layout tp=%d dp=%d fsdp=%d is not supported by accept yet "
                      "(single-process platforms; train a layout under mpirun and judge it with `portatrain compare`)",
