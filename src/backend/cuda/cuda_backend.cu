@@ -52,6 +52,13 @@ extern "C" {
 extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix);
 extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f);
 
+// loop unrolling for nvcc (the host compiler has no `#pragma unroll`)
+#if defined(__CUDACC__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
 namespace {
 
 constexpr int EW = 256;                        // elementwise block
@@ -326,7 +333,7 @@ PT_KERNEL void attn_fwd_k(float *out, float *lse, const float *q, const float *k
         lrow[tid] = 0;
     }
     float acc[AT_PER];
-#pragma unroll
+UNROLL
     for (int kk = 0; kk < AT_PER; kk++) acc[kk] = 0;
     const int kend = PT_MIN(T, t0 + AT);  // causal: keys 0 .. kend-1
     for (int s0 = 0; s0 < kend; s0 += AT) {
@@ -362,7 +369,7 @@ PT_KERNEL void attn_fwd_k(float *out, float *lse, const float *q, const float *k
         __syncthreads();
         const float alpha = arow[orow];
         const float *prow = Ss + orow * SL;
-#pragma unroll
+UNROLL
         for (int kk = 0; kk < AT_PER; kk++) {
             const int d = od + 8 * kk;
             if (d < D) {
@@ -377,7 +384,7 @@ PT_KERNEL void attn_fwd_k(float *out, float *lse, const float *q, const float *k
     if (t < T) {
         const float l = lrow[orow];
         float *o = out + (((size_t)b * T + t) * H + h) * D;
-#pragma unroll
+UNROLL
         for (int kk = 0; kk < AT_PER; kk++) {
             const int d = od + 8 * kk;
             if (d < D) o[d] = acc[kk] / l;
@@ -433,7 +440,7 @@ PT_KERNEL void attn_bwd_dq_k(float *dq, const float *dout, const float *q, const
         rd_s[tid] = t < T ? rowdot[(size_t)bh * T + t] : 0.0f;
     }
     float acc[AT_PER];
-#pragma unroll
+UNROLL
     for (int kk = 0; kk < AT_PER; kk++) acc[kk] = 0;
     const int kend = PT_MIN(T, t0 + AT);
     for (int s0 = 0; s0 < kend; s0 += AT) {
@@ -444,7 +451,7 @@ PT_KERNEL void attn_bwd_dq_k(float *dq, const float *dout, const float *q, const
         attn_tile_grads(NULL, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
         __syncthreads();
         const float *dsrow = dSs + orow * SL;
-#pragma unroll
+UNROLL
         for (int kk = 0; kk < AT_PER; kk++) {
             const int d = od + 8 * kk;
             if (d < D) {
@@ -457,7 +464,7 @@ PT_KERNEL void attn_bwd_dq_k(float *dq, const float *dout, const float *q, const
     const int t = t0 + orow;
     if (t < T) {
         float *o = dq + (((size_t)b * T + t) * H + h) * D;
-#pragma unroll
+UNROLL
         for (int kk = 0; kk < AT_PER; kk++) {
             const int d = od + 8 * kk;
             if (d < D) o[d] = acc[kk];
@@ -480,7 +487,7 @@ PT_KERNEL void attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const flo
     load_tile(Ks, k, b, s0, T, KV, kvh, D);
     load_tile(Vs, v, b, s0, T, KV, kvh, D);
     float ak[AT_PER], av[AT_PER];
-#pragma unroll
+UNROLL
     for (int kk = 0; kk < AT_PER; kk++) ak[kk] = av[kk] = 0;
     for (int h = kvh * g; h < (kvh + 1) * g; h++) {
         const size_t bh = (size_t)b * H + h;
@@ -496,7 +503,7 @@ PT_KERNEL void attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const flo
             __syncthreads();
             attn_tile_grads(Ps, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
             __syncthreads();
-#pragma unroll
+UNROLL
             for (int kk = 0; kk < AT_PER; kk++) {
                 const int d = od + 8 * kk;
                 if (d < D) {
@@ -514,7 +521,7 @@ PT_KERNEL void attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const flo
     const int s = s0 + krow;
     if (s < T) {
         const size_t base = (((size_t)b * T + s) * KV + kvh) * D;
-#pragma unroll
+UNROLL
         for (int kk = 0; kk < AT_PER; kk++) {
             const int d = od + 8 * kk;
             if (d < D) {
