@@ -90,6 +90,8 @@ struct cuda_state {
     size_t smem_set[3];       // dynamic smem limit set per attention kernel (fwd, dq, dkv)
     int xent_rows;            // 0: chunk rows from XENT_SCRATCH; else PT_CUDA_XENT_ROWS
     scratch x16, g16, logits, row_loss, partial, total, rowdot, rms_part, bounce;
+    double *host_loss;        // the per-row losses, downloaded (host)
+    size_t host_loss_n;
 };
 
 cuda_state *S(pt_backend *be) { return (cuda_state *)be->impl; }
@@ -927,11 +929,13 @@ void xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float 
         mm_dinp(be, dinp + (size_t)n0 * C, ga, wa, nc, C, V, 0.0f, bf16);
         mm_dw(be, dw, ga, xa, nc, C, V, bf16);
     }
-    double *host = (double *)pt_malloc(sizeof(double) * N);
-    cu_download(be, host, rl, sizeof(double) * N);
+    if (s->host_loss_n < (size_t)N) {
+        s->host_loss = (double *)pt_realloc(s->host_loss, sizeof(double) * N);
+        s->host_loss_n = N;
+    }
+    cu_download(be, s->host_loss, rl, sizeof(double) * N);
     double total = 0;
-    for (int n = 0; n < N; n++) total += host[n];  // row order, as cpu-ref
-    free(host);
+    for (int n = 0; n < N; n++) total += s->host_loss[n];  // row order, as cpu-ref
     *loss_sum = total;
 }
 void cu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp, const float *w,
@@ -989,6 +993,7 @@ void cu_destroy(pt_backend *be) {
         if (s->blas_ws) cudaFree(s->blas_ws);
 #endif
         if (s->stream) cudaStreamDestroy(s->stream);
+        free(s->host_loss);
         free(s);
     }
     free(be);
