@@ -12,17 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include "bench_timing.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 #define CK(x)                                                              \
     do {                                                                   \
         if ((x) != dnnl_success) {                                         \
@@ -71,12 +62,12 @@ int main(int argc, char **argv) {
         double g[64];
         const int r = reps < 64 ? reps : 64;
         for (int k = 0; k < r; k++) {
-            const double t = now();
+            const double t = bench_now();
             CK(dnnl_primitive_execute(p, st, 3, args));
             CK(dnnl_stream_wait(st));
-            g[k] = 2.0 * n * n * (double)n / (now() - t) / 1e9;
+            g[k] = 2.0 * n * n * (double)n / (bench_now() - t) / 1e9;
         }
-        qsort(g, r, sizeof g[0], cmp);
+        qsort(g, r, sizeof g[0], bench_cmp_double);
         printf("n=%d: median %.1f GFLOP/s (min %.1f, max %.1f), %s, c[0]=%g\n", n, g[r / 2], g[0], g[r - 1], impl,
                c[0]);
         if (g[r / 2] > best) best = g[r / 2];

@@ -10,22 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "bench_timing.h"
 
 extern void openblas_set_num_threads(int);
 extern char *openblas_get_corename(void);
 extern char *openblas_get_config(void);
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -53,11 +42,11 @@ int main(int argc, char **argv) {
         double g[64];
         if (reps > 64) reps = 64;
         for (int r = 0; r < reps; r++) {
-            double t0 = now();
+            double t0 = bench_now();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-            g[r] = 2.0 * n * n * (double)n / (now() - t0) / 1e9;
+            g[r] = 2.0 * n * n * (double)n / (bench_now() - t0) / 1e9;
         }
-        qsort(g, reps, sizeof(double), cmp);
+        qsort(g, reps, sizeof(double), bench_cmp_double);
         double med = g[reps / 2];
         printf("sgemm %d x %d x %d: median %.1f GFLOP/s (min %.1f, max %.1f) over %d reps\n", n, n, n, med, g[0],
                g[reps - 1], reps);

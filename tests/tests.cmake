@@ -65,3 +65,9 @@ endforeach()
 if(TEST test_opencl_cli)
   set_tests_properties(test_opencl_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS no-sanitizer)
 endif()
+
+# The CUDA emulator's own test (C++: kernels written against cuda_compat.h).
+add_executable(test_cuda_sim ${CMAKE_SOURCE_DIR}/tests/test_cuda_sim.cc)
+target_link_libraries(test_cuda_sim PRIVATE pt_cuda_sim)
+add_test(NAME test_cuda_sim COMMAND test_cuda_sim)
+set_tests_properties(test_cuda_sim PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)

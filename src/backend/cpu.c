@@ -348,8 +348,7 @@ static void cpu_embedding_backward(pt_backend *be, float *dwte, const float *dou
 // bf16 variants (precision bf16), defined in the bf16 section below.
 static void rms_fwd_rows_bf16(float *out, float *rstd, const float *inp, const float *w, int n0, int n1, int C,
                               float eps);
-static void rope_rows_bf16(float *out, const float *inp, const float *cos, const float *sin, int r0, int r1, int T,
-                           int NH, int D);
+static inline float rb(float f);
 static void swiglu_fwd_blk_bf16(float *restrict out, const float *restrict gate, const float *restrict up, size_t n);
 
 PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, const float *w, int n0, int n1, int C,
@@ -432,8 +431,9 @@ static void cpu_rmsnorm_backward(pt_backend *be, float *dinp, float *dw, const f
 
 // rows [r0, r1) of the [B*T, NH, D] tensor; position = row % T. In place
 // when out == inp (each pair (i, i+h) is read before it is written).
+enum { ROPE_FORWARD, ROPE_BACKWARD, ROPE_FORWARD_BF16 };
 PT_CLONES static void rope_rows(float *out, const float *inp, const float *cos, const float *sin, int r0, int r1,
-                                int T, int NH, int D, int backward) {
+                                int T, int NH, int D, int mode) {
     const int h = D / 2;
     for (int r = r0; r < r1; r++) {
         const float *cs = cos + (size_t)(r % T) * D, *sn = sin + (size_t)(r % T) * D;
@@ -441,11 +441,17 @@ PT_CLONES static void rope_rows(float *out, const float *inp, const float *cos, 
             const float *x = inp + ((size_t)r * NH + hd) * D;
             float *o = out + ((size_t)r * NH + hd) * D;
             float lo[h > 0 ? h : 1], hi[h > 0 ? h : 1];
-            if (!backward) {
+            if (mode == ROPE_FORWARD) {
                 // o[i] = x[i] c[i] - x[i+h] s[i]; o[i+h] = x[i+h] c[i+h] + x[i] s[i+h]
                 for (int i = 0; i < h; i++) {
                     lo[i] = x[i] * cs[i] - x[i + h] * sn[i];
                     hi[i] = x[i + h] * cs[i + h] + x[i] * sn[i + h];
+                }
+            } else if (mode == ROPE_FORWARD_BF16) {
+                // out = bf16(bf16(x * cos) + bf16(rot(x) * sin))
+                for (int i = 0; i < h; i++) {
+                    lo[i] = rb(rb(x[i] * cs[i]) + rb(-x[i + h] * sn[i]));
+                    hi[i] = rb(rb(x[i + h] * cs[i + h]) + rb(x[i] * sn[i + h]));
                 }
             } else {
                 // transpose: d[i] = g[i] c[i] + g[i+h] s[i+h]; d[i+h] = g[i+h] c[i+h] - g[i] s[i]
@@ -461,25 +467,24 @@ PT_CLONES static void rope_rows(float *out, const float *inp, const float *cos, 
 }
 
 static void rope(float *out, const float *inp, const float *cos, const float *sin, int B, int T, int NH, int D,
-                 int backward) {
+                 int mode) {
     const int rows = B * T, rb = PT_MAX(1, 4096 / PT_MAX(1, NH * D)), nb = (rows + rb - 1) / rb;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < nb; b++) {
-        if (backward == 2) rope_rows_bf16(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D);
-        else rope_rows(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D, backward);
+        rope_rows(out, inp, cos, sin, b * rb, PT_MIN(rows, (b + 1) * rb), T, NH, D, mode);
     }
 }
 
 static void cpu_rope_forward(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B,
                              int T, int NH, int D) {
     PROF_BEGIN(be);
-    rope(out, inp, cos, sin, B, T, NH, D, be->bf16_casts ? 2 : 0);
+    rope(out, inp, cos, sin, B, T, NH, D, be->bf16_casts ? ROPE_FORWARD_BF16 : ROPE_FORWARD);
     PROF_END(K_ROPE_F, 0);
 }
 static void cpu_rope_backward(pt_backend *be, float *dinp, const float *dout, const float *cos, const float *sin,
                               int B, int T, int NH, int D) {
     PROF_BEGIN(be);
-    rope(dinp, dout, cos, sin, B, T, NH, D, 1);
+    rope(dinp, dout, cos, sin, B, T, NH, D, ROPE_BACKWARD);
     PROF_END(K_ROPE_B, 0);
 }
 
@@ -1067,26 +1072,6 @@ PT_CLONES static void rms_fwd_rows_bf16(float *out, float *rstd, const float *in
         rstd[n] = r;
         float *y = out + (size_t)n * C;
         for (int c = 0; c < C; c++) y[c] = rb(w[c] * rb(x[c] * r));
-    }
-}
-
-// out = bf16(bf16(x * cos) + bf16(rot(x) * sin)); in place when out == inp
-PT_CLONES static void rope_rows_bf16(float *out, const float *inp, const float *cos, const float *sin, int r0, int r1,
-                                     int T, int NH, int D) {
-    const int h = D / 2;
-    for (int r = r0; r < r1; r++) {
-        const float *cs = cos + (size_t)(r % T) * D, *sn = sin + (size_t)(r % T) * D;
-        for (int hd = 0; hd < NH; hd++) {
-            const float *x = inp + ((size_t)r * NH + hd) * D;
-            float *o = out + ((size_t)r * NH + hd) * D;
-            float lo[h > 0 ? h : 1], hi[h > 0 ? h : 1];
-            for (int i = 0; i < h; i++) {
-                lo[i] = rb(rb(x[i] * cs[i]) + rb(-x[i + h] * sn[i]));
-                hi[i] = rb(rb(x[i + h] * cs[i + h]) + rb(x[i] * sn[i + h]));
-            }
-            memcpy(o, lo, sizeof(float) * h);
-            memcpy(o + h, hi, sizeof(float) * h);
-        }
     }
 }
 
