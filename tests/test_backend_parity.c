@@ -24,7 +24,7 @@
 //   lm_head chunking across chunk boundaries (PT_CUDA_XENT_ROWS); attention
 //   with T not a multiple of the 32-row tile, head_dim 128, 256 and the tiny
 //   config's 32, GQA ratios 1, 2, 4; the CUDA stream exposed in be->stream.
-// cuda-sim runs the same set (about 60 s on one core; PT_PARITY_STEPS=N
+// cuda-sim runs the same set (about 40 s on one core; PT_PARITY_STEPS=N
 // shortens the curves for a quick look, sanitized builds run 10 steps).
 // Exits 77 (skipped) when the backend is not built or finds no device.
 #include "backend/backend.h"
