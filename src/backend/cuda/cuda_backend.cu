@@ -107,8 +107,8 @@ void fail(const char *what, const char *why) {
         cudaError_t err_ = (call);                                 \
         if (err_ != cudaSuccess) fail(#call, cudaGetErrorString(err_)); \
     } while (0)
-#define CK_LAUNCH(name) CK_LAUNCH_((name))
-void CK_LAUNCH_(const char *name) {
+// after a launch: a bad configuration is reported here, naming the op
+void check_launch(const char *name) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) fail(name, cudaGetErrorString(e));
 }
@@ -732,12 +732,12 @@ void cu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const 
     const size_t n = (size_t)N * C;
     if (!n) return;
     PT_LAUNCH(embedding_fwd_k, ew_grid(n), EW, 0, S(be)->stream, out, ids, wte, N, C);
-    CK_LAUNCH("embedding_forward");
+    check_launch("embedding_forward");
 }
 void cu_embedding_backward(pt_backend *be, float *dwte, const float *dout, const int32_t *ids, int N, int C) {
     if (N <= 0 || C <= 0) return;
     PT_LAUNCH(embedding_bwd_k, (C + 127) / 128, 128, 0, S(be)->stream, dwte, dout, ids, N, C);
-    CK_LAUNCH("embedding_backward");
+    check_launch("embedding_backward");
 }
 
 void cu_matmul_forward(pt_backend *be, float *out, const float *inp, const float *w, int N, int C, int OC) {
@@ -753,20 +753,20 @@ void cu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const float *in
                         float eps) {
     if (N <= 0) return;
     PT_LAUNCH_SYNC(rmsnorm_fwd_k, N, RED, 0, S(be)->stream, out, rstd, inp, w, C, eps, (int)be->bf16_casts);
-    CK_LAUNCH("rmsnorm_forward");
+    check_launch("rmsnorm_forward");
 }
 void cu_rmsnorm_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                          const float *rstd, int N, int C) {
     if (N <= 0) return;
     cuda_state *s = S(be);
     PT_LAUNCH_SYNC(rmsnorm_bwd_dinp_k, N, RED, 0, s->stream, dinp, dout, inp, w, rstd, C);
-    CK_LAUNCH("rmsnorm_backward (dinp)");
+    check_launch("rmsnorm_backward (dinp)");
     const int P = (N + RMS_ROWS - 1) / RMS_ROWS;
     float *part = (float *)grow(s, &s->rms_part, sizeof(float) * (size_t)P * C);
     PT_LAUNCH(rmsnorm_bwd_dw_part_k, dim3((C + 127) / 128, P), 128, 0, s->stream, part, dout, inp, rstd, N, C);
-    CK_LAUNCH("rmsnorm_backward (dw partials)");
+    check_launch("rmsnorm_backward (dw partials)");
     PT_LAUNCH(rmsnorm_bwd_dw_sum_k, (C + 127) / 128, 128, 0, s->stream, dw, part, P, C);
-    CK_LAUNCH("rmsnorm_backward (dw)");
+    check_launch("rmsnorm_backward (dw)");
 }
 
 void rope(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B, int T, int NH,
@@ -775,7 +775,7 @@ void rope(pt_backend *be, float *out, const float *inp, const float *cos, const 
     if (!pairs) return;
     PT_LAUNCH(rope_k, ew_grid(pairs), EW, 0, S(be)->stream, out, inp, cos, sin, T, NH, D, pairs, backward,
               (int)(be->bf16_casts && !backward));
-    CK_LAUNCH(backward ? "rope_backward" : "rope_forward");
+    check_launch(backward ? "rope_backward" : "rope_forward");
 }
 void cu_rope_forward(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B, int T,
                      int NH, int D) {
@@ -818,7 +818,7 @@ void cu_attention_forward(pt_backend *be, float *out, float *saved, const float 
     const unsigned blocks = (unsigned)((size_t)B * H * ((T + AT - 1) / AT));
     const float scale = (float)(1.0 / sqrt((double)D));
     PT_LAUNCH_SYNC(attn_fwd_k, blocks, AT_THREADS, smem, S(be)->stream, out, saved, q, k, v, T, H, KV, D, scale);
-    CK_LAUNCH("attention_forward");
+    check_launch("attention_forward");
 }
 
 void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
@@ -829,7 +829,7 @@ void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, cons
     const size_t rows = (size_t)B * H * T;
     float *rd = (float *)grow(s, &s->rowdot, sizeof(float) * rows);
     PT_LAUNCH(attn_rowdot_k, ew_grid(rows), EW, 0, s->stream, rd, dout, out, B, T, H, D);
-    CK_LAUNCH("attention_backward (rowdot)");
+    check_launch("attention_backward (rowdot)");
     const float scale = (float)(1.0 / sqrt((double)D));
     const int ntiles = (T + AT - 1) / AT;
     const size_t smem_dq = att_dq_smem(D), smem_dkv = att_dkv_smem(D);
@@ -837,42 +837,42 @@ void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, cons
     attn_prepare(be, attn_bwd_dkv_k, 2, smem_dkv, H, KV, D);
     PT_LAUNCH_SYNC(attn_bwd_dq_k, (unsigned)((size_t)B * H * ntiles), AT_THREADS, smem_dq, s->stream, dq, dout, q, k,
                    v, saved, rd, T, H, KV, D, scale);
-    CK_LAUNCH("attention_backward (dq)");
+    check_launch("attention_backward (dq)");
     PT_LAUNCH_SYNC(attn_bwd_dkv_k, (unsigned)((size_t)B * KV * ntiles), AT_THREADS, smem_dkv, s->stream, dk, dv,
                    dout, q, k, v, saved, rd, T, H, KV, D, scale);
-    CK_LAUNCH("attention_backward (dk, dv)");
+    check_launch("attention_backward (dk, dv)");
 }
 
 void cu_swiglu_forward(pt_backend *be, float *out, const float *gate, const float *up, size_t n) {
     if (!n) return;
     PT_LAUNCH(swiglu_fwd_k, ew_grid(n), EW, 0, S(be)->stream, out, gate, up, n, (int)be->bf16_casts);
-    CK_LAUNCH("swiglu_forward");
+    check_launch("swiglu_forward");
 }
 void cu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, size_t n) {
     if (!n) return;
     PT_LAUNCH(swiglu_bwd_k, ew_grid(n), EW, 0, S(be)->stream, dgate, dup, dout, gate, up, n);
-    CK_LAUNCH("swiglu_backward");
+    check_launch("swiglu_backward");
 }
 void cu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
     if (!n) return;
     PT_LAUNCH(add_k, ew_grid(n), EW, 0, S(be)->stream, out, a, b, n);
-    CK_LAUNCH("add");
+    check_launch("add");
 }
 void cu_scale(pt_backend *be, float *x, float sc, size_t n) {
     if (!n) return;
     PT_LAUNCH(scale_k, ew_grid(n), EW, 0, S(be)->stream, x, sc, n);
-    CK_LAUNCH("scale");
+    check_launch("scale");
 }
 void cu_round_bf16(pt_backend *be, float *dst, const float *src, size_t n) {
     if (!n) return;
     PT_LAUNCH(round_bf16_k, ew_grid(n), EW, 0, S(be)->stream, dst, src, n);
-    CK_LAUNCH("round_bf16");
+    check_launch("round_bf16");
 }
 void cu_pack_bf16(pt_backend *be, uint16_t *dst, const float *src, size_t n) {
     if (!n) return;
     PT_LAUNCH(pack_bf16_k, ew_grid(n), EW, 0, S(be)->stream, dst, src, n);
-    CK_LAUNCH("pack_bf16");
+    check_launch("pack_bf16");
 }
 // src (bf16-exact) packed into a scratch buffer
 uint16_t *pack_scratch(pt_backend *be, scratch *sc, const float *src, size_t n) {
@@ -922,7 +922,7 @@ void xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float 
         mm_fwd(be, lg, xa, wa, nc, C, V, bf16);
         PT_LAUNCH_SYNC(xent_rows_k, nc, RED, 0, s->stream, lg, V, targets, rl, n0, scale, (int)grad,
                        (int)be->bf16_casts);
-        CK_LAUNCH("lm_head_xent (rows)");
+        check_launch("lm_head_xent (rows)");
         if (!grad) continue;
         const void *ga = lg;
         if (bf16) ga = pack_scratch(be, &s->g16, lg, (size_t)nc * V);
@@ -955,9 +955,9 @@ void cu_sum_squares(pt_backend *be, double *out, const float *g, size_t n) {
     double *part = (double *)grow(s, &s->partial, sizeof(double) * nb);
     double *tot = (double *)grow(s, &s->total, sizeof(double));
     PT_LAUNCH_SYNC(sumsq_part_k, (unsigned)nb, RED, 0, s->stream, part, g, n);
-    CK_LAUNCH("sum_squares (partials)");
+    check_launch("sum_squares (partials)");
     PT_LAUNCH_SYNC(sum_doubles_k, 1, RED, 0, s->stream, tot, part, nb);
-    CK_LAUNCH("sum_squares (total)");
+    check_launch("sum_squares (total)");
     cu_download(be, out, tot, sizeof(double));
 }
 
@@ -970,7 +970,7 @@ void cu_adamw(pt_backend *be, float *p, const float *g, float *m, float *v, size
     const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
     const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     PT_LAUNCH(adamw_k, ew_grid(n), EW, 0, S(be)->stream, p, g, m, v, n, decay, w1, b2, w2, step_size, bc2_sqrt, eps);
-    CK_LAUNCH("adamw");
+    check_launch("adamw");
 }
 
 // ------------------------------------------------------------ create / destroy
