@@ -199,6 +199,8 @@ PT_KERNEL void divergent_sync(float *x) {
 
 PT_KERNEL void plain(float *x) { x[threadIdx.x] = 1.0f; }
 
+PT_KERNEL void launches_nested(float *x) { PT_LAUNCH(plain, 1, 1, 0, 0, x); }
+
 PT_KERNEL void uses_dyn_smem(float *x) {
     PT_DYN_SMEM(float, buf);
     buf[threadIdx.x] = x[threadIdx.x];
@@ -571,6 +573,34 @@ static void test_gemm_f32(void) {
         }
 }
 
+// split-K order (PT_CUDA_SIM_GEMM=splitk): other bits than the ascending sum,
+// as accurate against fp64, and deterministic.
+static void test_gemm_splitk(void) {
+    const int m = 19, n = 7, k = 1001;
+    std::vector<float> A((size_t)m * k), B((size_t)k * n), asc((size_t)m * n), sk1(asc.size()), sk2(asc.size());
+    for (float &v : A) v = rand_uniform();
+    for (float &v : B) v = rand_uniform();
+    pt_sim_gemm_f32(false, false, m, n, k, 1.0f, A.data(), m, B.data(), k, 0.0f, asc.data(), m, false);
+    pt_sim_set_gemm_splitk(true);
+    pt_sim_gemm_f32(false, false, m, n, k, 1.0f, A.data(), m, B.data(), k, 0.0f, sk1.data(), m, false);
+    pt_sim_gemm_f32(false, false, m, n, k, 1.0f, A.data(), m, B.data(), k, 0.0f, sk2.data(), m, false);
+    pt_sim_set_gemm_splitk(false);
+    int differ = 0;
+    double e_asc = 0, e_sk = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double exact = 0;
+            for (int p = 0; p < k; p++) exact += (double)A[i + (size_t)p * m] * B[p + (size_t)j * k];
+            const size_t x = i + (size_t)j * m;
+            differ += !same_bits(asc[x], sk1[x]);
+            e_asc = fmax(e_asc, fabs(asc[x] - exact));
+            e_sk = fmax(e_sk, fabs(sk1[x] - exact));
+        }
+    CHECK(differ > m * n / 4, "splitk gemm: only %d of %d elements differ from the ascending sum", differ, m * n);
+    CHECK(e_sk < 1e-3 && e_asc < 1e-3, "splitk gemm: max error %g (ascending %g) against fp64", e_sk, e_asc);
+    CHECK(memcmp(sk1.data(), sk2.data(), sk1.size() * sizeof(float)) == 0, "splitk gemm not deterministic");
+}
+
 static void test_gemm_tf32(void) {
     // Rounding at the tf32 boundary (10 mantissa bits, nearest even): C = A * 1.
     const float ulp = 1.0f / 1024;  // tf32 spacing at 1
@@ -787,6 +817,9 @@ static void test_deaths(void) {
     }
     expect_death("deadlock", [&] { PT_LAUNCH_SYNC(deadlocks, 1, 64, 0, 0, d); },
                  "kernel 'deadlocks', block (0, 0, 0): deadlock");
+    expect_death("a launch inside a kernel", [&] { PT_LAUNCH(launches_nested, 1, 1, 0, 0, d); },
+                 "kernel 'plain' launched from inside kernel 'launches_nested'");
+    expect_death("__syncthreads outside a kernel", [&] { __syncthreads(); }, "__syncthreads called outside a kernel");
     expect_death("a partial mask", [&] { PT_LAUNCH_SYNC(partial_mask, 1, 32, 0, 0, d); },
                  "kernel 'partial_mask': __shfl_xor_sync with mask 0x0000ffff");
     expect_death("a bad lda", [&] {
@@ -809,6 +842,7 @@ int main(void) {
     test_reverse_order();
     test_math();
     test_gemm_f32();
+    test_gemm_splitk();
     test_gemm_tf32();
     test_gemm_bf16_batched();
     test_gemm_large_and_timing(sanitized);

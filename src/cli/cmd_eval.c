@@ -45,7 +45,7 @@ int cmd_eval(int argc, char **argv) {
         return cli_usage_error("eval", "--precision must be fp32 or bf16 (got '%s')", precision);
     pt_backend *be = pt_backend_create(backend);
     if (!be) return cli_fail();
-    qwen3_model m;
+    qwen3_model m = {0};
     if (hf_model_load(&m, model_dir, be) != 0 || qwen3_set_precision(&m, precision) != 0) {
         if (m.be) qwen3_free(&m);
         pt_backend_destroy(be);

@@ -140,7 +140,7 @@ done:
 }
 
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be) {
-    memset(m, 0, sizeof *m);  // a failure before qwen3_create leaves a model callers may test and free
+    memset(m, 0, sizeof *m);  // callers test m->be to know whether there is anything to free
     if (!pt_is_dir(dir)) {
         pt_set_error("%s: model directory not found", dir);
         return -1;

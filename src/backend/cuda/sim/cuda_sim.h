@@ -6,8 +6,8 @@
 // fastest, then y, z) on the calling host thread:
 //   PT_LAUNCH       every thread of a block is a plain call, one after another
 //                   (fast; a __syncthreads/__syncwarp/shuffle there aborts);
-//   PT_LAUNCH_SYNC  every thread of a block is a fiber; the fibers run
-//                   round-robin until each blocks at a barrier or exits, so
+//   PT_LAUNCH_SYNC  every thread of a block is a fiber; each runs until it
+//                   waits at a barrier or warp operation or exits, so
 //                   barriers and warp shuffles have CUDA's semantics, and
 //                   divergent barriers and deadlocks abort naming the kernel.
 // __shared__ is `static`: blocks run one after another, so one copy is
@@ -15,7 +15,12 @@
 // are checked (a violation aborts, naming the kernel, instead of failing
 // quietly as on a GPU); cudaGetLastError reports what CUDA reports as an
 // error code (an empty grid or block: cudaErrorInvalidConfiguration).
-// Work on streams runs synchronously; memory is host memory.
+// Work on streams runs synchronously; memory is host memory. Uninitialised
+// memory is made visible: fresh device allocations, dynamic shared memory
+// and (PT_LAUNCH_SYNC blocks) static shared arrays start as 0xff bytes (NaN);
+// a write past a device buffer or the dynamic shared buffer aborts naming the
+// kernel (ASan builds: ASan reports it). PT_CUDA_SIM_REVERSE=1 runs blocks and
+// threads in reverse order, to expose results that depend on the order.
 //
 // Launches are serialised by a lock (one emulated device); the runtime
 // calls may come from any host thread.
@@ -281,6 +286,10 @@ unsigned long long pt_sim_context_switches(void);
 // a race-free kernel gives bitwise the same result either way, so a test that
 // runs both catches races between threads that the fixed order hides.
 void pt_sim_set_reverse_order(bool reverse);
+// GEMMs sum each element in four split-K partials of fused multiply-adds
+// instead of one ascending sum (also PT_CUDA_SIM_GEMM=splitk): a summation
+// order unlike cpu-ref's, as cuBLAS's is, for the tolerance tests.
+void pt_sim_set_gemm_splitk(bool splitk);
 
 // ---- math: the host's libm; the fast intrinsics are the exact functions ----
 
