@@ -65,12 +65,13 @@ endforeach()
 if(TEST test_opencl_cli)
   set_tests_properties(test_opencl_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS no-sanitizer)
 endif()
-# cuda-sim again with the emulator's block and thread order reversed
-# (PT_CUDA_SIM_REVERSE=1): an order-dependent kernel (a race on a GPU) fails
-# here; short curves, the kernels are what this run is for.
-add_test(NAME test_backend_parity_cuda_sim_reversed COMMAND test_backend_parity cuda-sim)
-set_tests_properties(test_backend_parity_cuda_sim_reversed PROPERTIES
-  ENVIRONMENT "${PT_TEST_ENV};PT_CUDA_SIM_REVERSE=1;PT_PARITY_STEPS=5" TIMEOUT 900 SKIP_RETURN_CODE 77)
+# cuda-sim again in another order: blocks and threads reversed
+# (PT_CUDA_SIM_REVERSE=1: an order-dependent kernel, a race on a GPU, fails)
+# and GEMM sums split-K with FMAs (PT_CUDA_SIM_GEMM=splitk: a summation order
+# unlike cpu-ref's, as cuBLAS's is, so the tolerances are tried on one).
+add_test(NAME test_backend_parity_cuda_sim_reordered COMMAND test_backend_parity cuda-sim)
+set_tests_properties(test_backend_parity_cuda_sim_reordered PROPERTIES
+  ENVIRONMENT "${PT_TEST_ENV};PT_CUDA_SIM_REVERSE=1;PT_CUDA_SIM_GEMM=splitk" TIMEOUT 900 SKIP_RETURN_CODE 77)
 
 # The CUDA emulator's own test (C++: kernels written against cuda_compat.h).
 add_executable(test_cuda_sim ${CMAKE_SOURCE_DIR}/tests/test_cuda_sim.cc)
