@@ -27,6 +27,7 @@ int pt_opencl_print_devices(FILE *f);
 #ifdef PT_HAVE_CUDA
 pt_backend *pt_backend_cuda_create(const char *suffix);
 int pt_cuda_print_devices(FILE *f);
+int pt_cuda_probe(void);
 #endif
 #ifdef PT_HAVE_CUDA_SIM
 pt_backend *pt_backend_cuda_sim_create(const char *suffix);
@@ -49,6 +50,13 @@ pt_backend *pt_backend_create(const char *spec) {
 #endif
     pt_set_error("unknown backend '%s' (available: %s)", spec, pt_backend_list());
     return NULL;
+}
+
+int pt_backend_probe(const char *spec) {
+#ifdef PT_HAVE_CUDA
+    if (spec && !strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_cuda_probe();
+#endif
+    return 0;
 }
 
 void pt_backend_destroy(pt_backend *be) {

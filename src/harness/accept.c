@@ -77,14 +77,11 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
                      p->backend, pt_backend_list());
         return -1;
     }
-    // A built cuda backend may still find no device here: say so now too.
-    if (!strcmp(p->backend, "cuda")) {
-        pt_backend *be = pt_backend_create(p->backend);
-        if (!be) {
-            pt_prefix_error("platform SPEC '%s': ", spec);
-            return -1;
-        }
-        pt_backend_destroy(be);
+    // A built cuda backend may still find no device here: say so now too
+    // (a probe: this process must not hold a GPU context its runs need).
+    if (pt_backend_probe(p->backend) != 0) {
+        pt_prefix_error("platform SPEC '%s': ", spec);
+        return -1;
     }
     if (p->tp * p->dp * p->fsdp != 1) {
         pt_set_error("platform SPEC '%s': parallel layout tp=%d dp=%d fsdp=%d is not supported by accept yet "

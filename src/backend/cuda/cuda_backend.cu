@@ -43,14 +43,17 @@ extern "C" {
 #define PT_CUDA_NAME "cuda-sim"
 #define PT_CUDA_CREATE pt_backend_cuda_sim_create
 #define PT_CUDA_PRINT_DEVICES pt_cuda_sim_print_devices
+#define PT_CUDA_PROBE pt_cuda_sim_probe
 #else
 #define PT_CUDA_NAME "cuda"
 #define PT_CUDA_CREATE pt_backend_cuda_create
 #define PT_CUDA_PRINT_DEVICES pt_cuda_print_devices
+#define PT_CUDA_PROBE pt_cuda_probe
 #endif
 
 extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix);
 extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f);
+extern "C" int PT_CUDA_PROBE(void);
 
 // loop unrolling for nvcc (the host compiler has no `#pragma unroll`)
 #if defined(__CUDACC__)
@@ -1122,6 +1125,18 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
     be->matmul_backward_bf16 = cu_matmul_backward_bf16;
     be->lm_head_xent_bf16 = cu_lm_head_xent_bf16;
     return be;
+}
+
+// 0 when there is a device, else -1 with create's no-device error. Only
+// counts devices: no context is created (a probing parent process, e.g.
+// accept, must not hold one on a GPU that its children train on).
+extern "C" int PT_CUDA_PROBE(void) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaSuccess && count > 0) return 0;
+    pt_set_error("backend '%s': no CUDA device (%s)", PT_CUDA_NAME,
+                 e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+    return -1;
 }
 
 // `portatrain devices`: one line per device, or why there is none.
