@@ -31,13 +31,13 @@ test-fast: build data
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 test-asan: deps data
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=ON -DPT_CUDA=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS) -LE no-sanitizer
 
 fuzz: deps
-	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPT_FUZZ=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPT_FUZZ=ON -DPT_CUDA=OFF -DPT_CUDA_SIM=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
 	@cmake --build build-fuzz -j$(JOBS) --target fuzz_targets
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 

@@ -61,7 +61,16 @@ check 2 "verdict: REFUSED (frozen input frozen.hyperparameters.learning_rate dif
 jcheck "$T/r/report.json" "r['verdict']=='REFUSED' and 'portability' in r and r['portability']==[]" "refused before portability"
 
 # 5. unusable input: one line naming what is wrong, exit 2, nothing run
-check 2 "backend 'cuda' is not built" -- "$B" accept --baseline cpu-ref --candidate cuda:fp32 --output-dir "$T/x"
+# cuda: not built, built without a device (refused before the baseline runs), or a GPU (nothing to refuse)
+"$B" devices >"$T/devices"
+if grep -q "^cuda  *not built" "$T/devices"; then
+    check 2 "backend 'cuda' is not built" -- "$B" accept --baseline cpu-ref --candidate cuda:fp32 --output-dir "$T/x"
+elif grep -q "^cuda  *no CUDA device" "$T/devices"; then
+    check 2 "platform SPEC 'cuda:fp32': backend 'cuda': no CUDA device (" -- \
+      "$B" accept --baseline cpu-ref --candidate cuda:fp32 --output-dir "$T/x"
+else echo "ok: a CUDA device is present (no no-device refusal to check)"; fi
+check 2 "backend 'tpu' is not built into this binary (available: cpu-ref" -- \
+  "$B" accept --baseline cpu-ref --candidate tpu:fp32 --output-dir "$T/x"
 check 2 "unknown part 'fp16'" -- "$B" accept --baseline cpu-ref --candidate cpu:fp16 --output-dir "$T/x"
 check 2 "tp=2 dp=1 fsdp=1 is not supported" -- "$B" accept --baseline cpu-ref --candidate cpu:tp=2 --output-dir "$T/x"
 check 2 "unknown part 'zz=1'" -- "$B" accept --baseline cpu-ref --candidate cpu:zz=1 --output-dir "$T/x"

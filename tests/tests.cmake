@@ -13,6 +13,7 @@ if(PT_SANITIZE)
 endif()
 
 file(GLOB c_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+list(FILTER c_tests EXCLUDE REGEX "/test_backend_parity\\.c$")  # takes a backend spec: below
 foreach(src ${c_tests})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src} ${CMAKE_SOURCE_DIR}/tests/testutil.c)
@@ -54,19 +55,31 @@ target_link_libraries(gradcheck_double PRIVATE PkgConfig::CJSON OpenSSL::Crypto 
 add_test(NAME gradcheck_double COMMAND gradcheck_double)
 set_tests_properties(gradcheck_double PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)
 
-# OpenCL backend tests (issue 10): exit 77 = skipped when no OpenCL platform
-# is found (CI installs PoCL, so they run there). test_opencl_backend passes
-# under ASan/UBSan with PoCL (checked with PT_SANITIZE=ON); test_opencl_cli is
-# labelled no-sanitizer because its accept run, with a sanitized cpu-ref
-# baseline, would take many minutes there, and it adds no backend code paths.
-foreach(t test_opencl_backend test_opencl_cli)
-  if(TEST ${t})
-    set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77)
-  endif()
+# Device backends against cpu-ref (tests/test_backend_parity.c SPEC): opencl
+# (issue 10), cuda-sim (issue 9: the cuda kernels on the host emulator) and
+# cuda (a GPU). Exit 77 = skipped: no OpenCL platform, no CUDA device, or the
+# backend not built. test_backend_parity_opencl passes under ASan/UBSan with
+# PoCL (checked with PT_SANITIZE=ON); test_opencl_cli is labelled no-sanitizer
+# because its accept run, with a sanitized cpu-ref baseline, would take many
+# minutes there, and it adds no backend code paths.
+add_executable(test_backend_parity ${CMAKE_SOURCE_DIR}/tests/test_backend_parity.c ${CMAKE_SOURCE_DIR}/tests/testutil.c)
+target_include_directories(test_backend_parity PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(test_backend_parity PRIVATE pt_all)
+foreach(spec opencl cuda-sim cuda)
+  string(REPLACE "-" "_" tname "test_backend_parity_${spec}")
+  add_test(NAME ${tname} COMMAND test_backend_parity ${spec})
+  set_tests_properties(${tname} PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900 SKIP_RETURN_CODE 77)
 endforeach()
 if(TEST test_opencl_cli)
-  set_tests_properties(test_opencl_cli PROPERTIES LABELS no-sanitizer)
+  set_tests_properties(test_opencl_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS no-sanitizer)
 endif()
+# cuda-sim again in another order: blocks and threads reversed
+# (PT_CUDA_SIM_REVERSE=1: an order-dependent kernel, a race on a GPU, fails)
+# and GEMM sums split-K with FMAs (PT_CUDA_SIM_GEMM=splitk: a summation order
+# unlike cpu-ref's, as cuBLAS's is, so the tolerances are tried on one).
+add_test(NAME test_backend_parity_cuda_sim_reordered COMMAND test_backend_parity cuda-sim)
+set_tests_properties(test_backend_parity_cuda_sim_reordered PROPERTIES
+  ENVIRONMENT "${PT_TEST_ENV};PT_CUDA_SIM_REVERSE=1;PT_CUDA_SIM_GEMM=splitk" TIMEOUT 900 SKIP_RETURN_CODE 77)
 
 # The CUDA emulator's own test (C++: kernels written against cuda_compat.h).
 add_executable(test_cuda_sim ${CMAKE_SOURCE_DIR}/tests/test_cuda_sim.cc)

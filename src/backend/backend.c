@@ -18,6 +18,21 @@ char *openblas_get_config(void);  // OpenBLAS extension (linked with the cpu bac
 pt_backend *pt_backend_opencl_create(const char *suffix);
 int pt_opencl_print_devices(FILE *f);
 #endif
+// The CUDA backend (src/backend/cuda/cuda_backend.cu under nvcc, PT_HAVE_CUDA)
+// and the same source on the host CUDA emulator (cuda-sim, PT_HAVE_CUDA_SIM).
+#if defined(PT_BACKEND_REF_ONLY)
+#undef PT_HAVE_CUDA
+#undef PT_HAVE_CUDA_SIM
+#endif
+#ifdef PT_HAVE_CUDA
+pt_backend *pt_backend_cuda_create(const char *suffix);
+int pt_cuda_print_devices(FILE *f);
+int pt_cuda_probe(void);
+#endif
+#ifdef PT_HAVE_CUDA_SIM
+pt_backend *pt_backend_cuda_sim_create(const char *suffix);
+int pt_cuda_sim_print_devices(FILE *f);
+#endif
 
 pt_backend *pt_backend_create(const char *spec) {
     if (!spec || !strcmp(spec, "cpu-ref")) return pt_backend_cpu_ref_create();
@@ -27,8 +42,21 @@ pt_backend *pt_backend_create(const char *spec) {
 #ifdef PT_HAVE_OPENCL
     if (!strncmp(spec, "opencl", 6) && (spec[6] == 0 || spec[6] == ':')) return pt_backend_opencl_create(spec + 6);
 #endif
+#ifdef PT_HAVE_CUDA_SIM
+    if (!strncmp(spec, "cuda-sim", 8) && (spec[8] == 0 || spec[8] == ':')) return pt_backend_cuda_sim_create(spec + 8);
+#endif
+#ifdef PT_HAVE_CUDA
+    if (!strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_backend_cuda_create(spec + 4);
+#endif
     pt_set_error("unknown backend '%s' (available: %s)", spec, pt_backend_list());
     return NULL;
+}
+
+int pt_backend_probe(const char *spec) {
+#ifdef PT_HAVE_CUDA
+    if (spec && !strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_cuda_probe();
+#endif
+    return 0;
 }
 
 void pt_backend_destroy(pt_backend *be) {
@@ -36,15 +64,23 @@ void pt_backend_destroy(pt_backend *be) {
 }
 
 const char *pt_backend_list(void) {
-#if defined(PT_HAVE_CPU_BACKEND) && defined(PT_HAVE_OPENCL)
-    return "cpu-ref,cpu,opencl";
-#elif defined(PT_HAVE_CPU_BACKEND)
-    return "cpu-ref,cpu";
-#elif defined(PT_HAVE_OPENCL)
-    return "cpu-ref,opencl";
-#else
-    return "cpu-ref";
+    static char list[64];
+    if (!list[0]) {
+        snprintf(list, sizeof list, "cpu-ref");
+#ifdef PT_HAVE_CPU_BACKEND
+        strcat(list, ",cpu");
 #endif
+#ifdef PT_HAVE_OPENCL
+        strcat(list, ",opencl");
+#endif
+#ifdef PT_HAVE_CUDA
+        strcat(list, ",cuda");
+#endif
+#ifdef PT_HAVE_CUDA_SIM
+        strcat(list, ",cuda-sim");
+#endif
+    }
+    return list;
 }
 
 void pt_backend_print_devices(FILE *f) {
@@ -58,6 +94,16 @@ void pt_backend_print_devices(FILE *f) {
     pt_opencl_print_devices(f);
 #else
     fprintf(f, "opencl       not built (OpenCL not found at build time)\n");
+#endif
+#ifdef PT_HAVE_CUDA
+    pt_cuda_print_devices(f);
+#else
+    fprintf(f, "cuda         not built (no CUDA compiler at build time, or PT_CUDA=OFF)\n");
+#endif
+#ifdef PT_HAVE_CUDA_SIM
+    pt_cuda_sim_print_devices(f);
+#else
+    fprintf(f, "cuda-sim     not built (PT_CUDA_SIM=OFF, or no emulator sources)\n");
 #endif
 }
 

@@ -35,6 +35,9 @@ struct pt_backend {
     bool host_memory;   // backend pointers are ordinary host memory (CPU backends)
     // Set by the model (precision bf16) before the first kernel runs; see "bf16" below.
     bool bf16_casts;
+    // fp32 GEMMs on TF32 tensor cores (cuda; HF TrainingArguments' --tf32):
+    // set by the CLI before the first kernel; backends without TF32 ignore it.
+    bool tf32;
     // The backend's native queue (cudaStream_t for cuda), NULL for host
     // backends: device collectives (NCCL, src/dist) are ordered on it.
     void *stream;
@@ -149,9 +152,13 @@ struct pt_backend {
     void (*compile_stats)(pt_backend *be, pt_compile_stats *out);
 };
 
-// "cpu-ref", "cpu", "opencl[:PLATFORM[:DEVICE]]" (indices as listed by
-// pt_backend_print_devices). NULL + error if unknown or unavailable.
+// "cpu-ref", "cpu", "opencl[:PLATFORM[:DEVICE]]", "cuda[:DEVICE]", "cuda-sim"
+// (indices as listed by pt_backend_print_devices). NULL + error if unknown or unavailable.
 pt_backend *pt_backend_create(const char *spec);
+// Cheap availability check of a built backend without creating it (cuda:
+// counts devices, no GPU context): 0, or -1 + the error create would give
+// for a missing device. Other backends: 0 (create tells).
+int pt_backend_probe(const char *spec);
 void pt_backend_destroy(pt_backend *be);
 // Comma-separated list of the backends compiled in.
 const char *pt_backend_list(void);

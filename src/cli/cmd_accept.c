@@ -8,7 +8,8 @@
 
 static void help(void) {
     printf("usage: portatrain accept --baseline SPEC --candidate SPEC [options]\n\n"
-           "SPEC = backend[:fp32|:bf16][:tp=N][:dp=N][:fsdp=N], e.g. cpu-ref:fp32, cpu:fp32, cpu:bf16\n"
+           "SPEC = backend[:fp32|:bf16][:tf32][:tp=N][:dp=N][:fsdp=N], e.g. cpu-ref:fp32, cpu:fp32, cpu:bf16,\n"
+           "cuda:fp32:tf32 (tf32: train --tf32, judged with the bf16 profile)\n"
            "(bf16: --precision bf16 runs, compared with the bf16 profile; docs/PRECISION.md).\n"
            "Runs baseline and candidate from the same frozen inputs, compares them, resumes each from the\n"
            "other's mid-run checkpoint, kills the candidate's worker at a seeded random step and measures the\n"

@@ -10,7 +10,9 @@ static void help(void) {
     printf("usage: portatrain devices\n\n"
            "Lists every backend compiled into this binary and each device it finds, one per line, as the\n"
            "--backend value that selects it: cpu-ref, cpu, and opencl:PLATFORM:DEVICE for each OpenCL\n"
-           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none).\n");
+           "platform and device (\"no OpenCL platform\" when the OpenCL loader finds none), cuda:N for each\n"
+           "CUDA device (\"no CUDA device: ...\" without a GPU or driver), and cuda-sim, the cuda kernels on\n"
+           "the host CUDA emulator.\n");
 }
 
 int cmd_devices(int argc, char **argv) {

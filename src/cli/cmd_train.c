@@ -14,7 +14,8 @@
 
 static void help(void) {
     printf("usage: portatrain train --model DIR --data SHARD --output-dir DIR --max-steps N --seq-len T [options]\n\n"
-           "  --backend NAME                     cpu-ref (default), cpu, opencl[:PLATFORM[:DEVICE]] (portatrain devices)\n"
+           "  --backend NAME                     cpu-ref (default), cpu, opencl[:PLATFORM[:DEVICE]], cuda[:DEVICE],\n"
+           "                                     cuda-sim (portatrain devices)\n"
            "  --learning-rate F                  5e-5\n"
            "  --per-device-train-batch-size N    8\n"
            "  --gradient-accumulation-steps N    1\n"
@@ -51,6 +52,8 @@ static void help(void) {
            "  --precision fp32|bf16              bf16: bf16 weights and activations where HF's bf16 Qwen3 has\n"
            "                                     them; fp32 accumulation, norm statistics, softmax, loss, master\n"
            "                                     weights and AdamW state (docs/PRECISION.md). --bf16: the same\n"
+           "  --tf32                             fp32 matmuls on TF32 tensor cores (cuda; other backends ignore\n"
+           "                                     it): faster, ~1e-3 relative per product (docs/CUDA.md)\n"
            "  --supervise                        run as a supervised worker; restart after a failure\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
@@ -148,6 +151,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--activation-checkpointing")) a.activation_checkpointing = argp_value(&p);
         else if (!strcmp(o, "--precision")) a.precision = argp_value(&p);
         else if (!strcmp(o, "--bf16")) a.precision = "bf16";
+        else if (!strcmp(o, "--tf32")) a.tf32 = true;
         else if (!strcmp(o, "--shuffle")) a.shuffle = true;
         else if (!strcmp(o, "--data-mode")) {
             const char *v = argp_value(&p);

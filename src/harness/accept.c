@@ -51,13 +51,17 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
             snprintf(p->precision, sizeof p->precision, "%s", tok);
             continue;
         }
+        if (!strcmp(tok, "tf32")) {
+            p->tf32 = true;
+            continue;
+        }
         int *dim = !strncmp(tok, "tp=", 3) ? &p->tp : !strncmp(tok, "dp=", 3) ? &p->dp
                    : !strncmp(tok, "fsdp=", 5) ? &p->fsdp : NULL;
         const char *v = dim ? strchr(tok, '=') + 1 : NULL;
         char *end;
         long n = v ? strtol(v, &end, 10) : 0;
         if (!dim || end == v || *end || n < 1 || n > 4096) {
-            pt_set_error("platform SPEC '%s': unknown part '%s' (expected fp32, bf16, tp=N, dp=N or fsdp=N)", spec, tok);
+            pt_set_error("platform SPEC '%s': unknown part '%s' (expected fp32, bf16, tf32, tp=N, dp=N or fsdp=N)", spec, tok);
             return -1;
         }
         *dim = (int)n;
@@ -71,6 +75,12 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
     if (!found) {
         pt_set_error("platform SPEC '%s': backend '%s' is not built into this binary (available: %s)", spec,
                      p->backend, pt_backend_list());
+        return -1;
+    }
+    // A built cuda backend may still find no device here: say so now too
+    // (a probe: this process must not hold a GPU context its runs need).
+    if (pt_backend_probe(p->backend) != 0) {
+        pt_prefix_error("platform SPEC '%s': ", spec);
         return -1;
     }
     if (p->tp * p->dp * p->fsdp != 1) {
@@ -426,6 +436,7 @@ static void train_args(acc_ctx *c, argbuf *a, const pt_platform *pl, const char 
     ab_add(a, "--output-dir"); ab_add(a, out_dir);
     ab_add(a, "--backend"); ab_add(a, pl->backend);
     ab_add(a, "--precision"); ab_add(a, pl->precision);
+    if (pl->tf32) ab_add(a, "--tf32");
     ab_num(a, "--max-steps", "%ld", (double)o->steps);
     ab_num(a, "--seq-len", "%ld", o->seq_len);
     ab_num(a, "--per-device-train-batch-size", "%ld", o->batch);
@@ -671,10 +682,12 @@ static int eval_run(acc_ctx *c, run_t *r, const char *model_dir, const char *pha
 
 static const char *pair_profile(acc_ctx *c, const pt_platform *a, const pt_platform *b) {
     if (c->o->profile) return c->o->profile;
-    if (!strcmp(a->backend, b->backend) && !strcmp(a->precision, b->precision) && a->tp == b->tp &&
-        a->dp == b->dp && a->fsdp == b->fsdp)
+    if (!strcmp(a->backend, b->backend) && !strcmp(a->precision, b->precision) && a->tf32 == b->tf32 &&
+        a->tp == b->tp && a->dp == b->dp && a->fsdp == b->fsdp)
         return "exact";
-    return strcmp(a->precision, "bf16") && strcmp(b->precision, "bf16") ? "fp32" : "bf16";
+    // TF32 GEMMs (10-bit mantissa operands) are judged with the reduced-precision profile too
+    const bool reduced = !strcmp(a->precision, "bf16") || !strcmp(b->precision, "bf16") || a->tf32 || b->tf32;
+    return reduced ? "bf16" : "fp32";
 }
 
 // Reader resumes from writer's mid-run checkpoint (copied, as a transfer

@@ -11,6 +11,7 @@ typedef struct {
     char text[96];
     char backend[32];
     char precision[16];
+    bool tf32;             // ":tf32": train --tf32 (fp32 GEMMs on TF32 tensor cores, cuda)
     int tp, dp, fsdp;
 } pt_platform;
 

@@ -248,6 +248,7 @@ static cJSON *platform_json(const pt_train_args *a, const char *backend, const c
     cJSON_AddStringToObject(r0, "hostname", host);
     cJSON_AddItemToArray(ranks, r0);
     cJSON_AddItemToObject(p, "device", device_json());
+    cJSON_AddBoolToObject(p, "tf32", a->tf32);  // --tf32: fp32 GEMMs on TF32 tensor cores (cuda)
     return p;
 }
 

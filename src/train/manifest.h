@@ -21,7 +21,7 @@
 //     },
 //     "platform": {backend, backend_device, precision, parallel{tp,dp,fsdp}, world_size,
 //                  ranks[{rank, hostname}], device{cpu_model, cpu_flags[], nproc, omp_threads,
-//                  memory_total_bytes}},
+//                  memory_total_bytes}, tf32},
 //     "software": {portatrain_version, git_commit, git_dirty, compiler, openblas, cjson, openssl},
 //     "run": {output_dir, model, data, resume_from_checkpoint}
 //   }

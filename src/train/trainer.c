@@ -486,6 +486,7 @@ int pt_train(const pt_train_args *a) {
     if (rank == 0 && pt_mkdir_p(a->output_dir) != 0) goto setup_done;
     be = pt_backend_create(a->backend);
     if (!be) goto setup_done;
+    be->tf32 = a->tf32;  // before the first kernel
     if (hf_model_load(&model, a->model_dir, be) != 0) goto setup_done;
     pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
     if (world) {

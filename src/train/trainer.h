@@ -40,6 +40,7 @@ typedef struct {
     const char *mesh_order;   // "tp,fsdp,dp" (innermost first, the default)
     const char *activation_checkpointing;  // none (default) | full | selective[:every=N] | op
     const char *precision;    // "fp32" (default) | "bf16" (qwen3_set_precision)
+    bool tf32;                // fp32 GEMMs on TF32 tensor cores where the backend has them (cuda)
 } pt_train_args;
 
 enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };

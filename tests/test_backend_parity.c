@@ -1,5 +1,6 @@
-// The `opencl` backend against `cpu-ref` (issue 10), on whatever OpenCL
-// device opencl:0:0 is (PoCL's CPU device in CI):
+// A device backend against `cpu-ref`: `test_backend_parity SPEC` with SPEC
+// opencl (issue 10; PoCL's CPU device in CI), cuda-sim (issue 9: the cuda
+// kernels on the host CUDA emulator) or cuda (a GPU):
 // - every kernel on odd shapes, its inputs and outputs placed at odd offsets
 //   inside one device allocation (the pointer -> (cl_mem, offset) mapping),
 //   with ACCUMULATE / OVERWRITE semantics checked by non-zero initial outputs;
@@ -16,9 +17,16 @@
 //   than its fp32 ones are;
 // - 50-step training loss curves within 1e-4 relative at every step;
 // - two runs bitwise identical (metrics and weights);
-// - the program cache: a second backend loads every program from it (no
-//   compilation), a corrupt or truncated entry is rebuilt, never a crash.
-// Exits 77 (skipped) when no OpenCL platform is found.
+// - opencl only: the program cache: a second backend loads every program
+//   from it (no compilation), a corrupt or truncated entry is rebuilt, never
+//   a crash; the local-memory tiled GEMM;
+// - cuda / cuda-sim only: tf32 GEMMs (differ from fp32, within 1e-2); the
+//   lm_head chunking across chunk boundaries (PT_CUDA_XENT_ROWS); attention
+//   with T not a multiple of the 32-row tile, head_dim 128, 256 and the tiny
+//   config's 32, GQA ratios 1, 2, 4; the CUDA stream exposed in be->stream.
+// cuda-sim runs the same set (about 40 s on one core; PT_PARITY_STEPS=N
+// shortens the curves for a quick look, sanitized builds run 10 steps).
+// Exits 77 (skipped) when the backend is not built or finds no device.
 #include "backend/backend.h"
 #include "io/hf_model.h"
 #include "train/trainer.h"
@@ -32,7 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pt_backend *ref, *ocl;
+static pt_backend *ref, *dev;
+static const char *spec;       // the backend under test
+static bool is_opencl, is_cuda, is_sim;  // cuda: cuda[:N] or cuda-sim; sim: cuda-sim
 
 // ------------------------------------------------------------ helpers
 
@@ -80,14 +90,14 @@ static void *put(const void *host, size_t bytes) {
     arena_used += 12;
     CHECK(arena_used + bytes <= arena_cap, "test arena too small");
     void *d = arena + arena_used;
-    ocl->upload(ocl, d, host, bytes);
+    if (host) dev->upload(dev, d, host, bytes);  // (NULL: room for a device-side result)
     arena_used += (bytes + 3) & ~(size_t)3;
     return d;
 }
 static float *putf(const float *h, size_t n) { return put(h, sizeof(float) * n); }
 static float *get(const float *d, size_t n) {  // fresh host copy of a device range
     float *h = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
-    ocl->download(ocl, h, d, sizeof(float) * n);
+    dev->download(dev, h, d, sizeof(float) * n);
     return h;
 }
 static void reset_arena(void) { arena_used = 0; }
@@ -102,9 +112,9 @@ static void check_matmul(int N, int C, int OC) {
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dG = putf(g, (size_t)N * OC);
     float *dO = putf(o1, (size_t)N * OC), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, (size_t)OC * C);
     ref->matmul_forward(ref, o1, x, w, N, C, OC);
-    ocl->matmul_forward(ocl, dO, dX, dW, N, C, OC);
+    dev->matmul_forward(dev, dO, dX, dW, N, C, OC);
     ref->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
-    ocl->matmul_backward(ocl, dDX, dDW, dG, dX, dW, N, C, OC);
+    dev->matmul_backward(dev, dDX, dDW, dG, dX, dW, N, C, OC);
     float *o2 = get(dO, (size_t)N * OC), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)OC * C);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d", N, C, OC);
@@ -115,7 +125,7 @@ static void check_matmul(int N, int C, int OC) {
     cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
     // dinp == NULL: dw only, dinp untouched
     float *dDX2 = putf(dx_init, (size_t)N * C), *dDW2 = putf(dw_init, (size_t)OC * C);
-    ocl->matmul_backward(ocl, NULL, dDW2, dG, dX, dW, N, C, OC);
+    dev->matmul_backward(dev, NULL, dDW2, dG, dX, dW, N, C, OC);
     float *dx3 = get(dDX2, (size_t)N * C), *dw3 = get(dDW2, (size_t)OC * C);
     CHECK(!memcmp(dx3, dx_init, sizeof(float) * N * C), "matmul_backward with dinp NULL touched memory");
     CHECK(!memcmp(dw3, dw2, sizeof(float) * OC * C), "matmul_backward dw differs when dinp is NULL");
@@ -131,9 +141,9 @@ static void check_rmsnorm(int N, int C) {
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, C), *dG = putf(g, (size_t)N * C), *dY = putf(y1, (size_t)N * C),
           *dR = putf(r1, N), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, C);
     ref->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
-    ocl->rmsnorm_forward(ocl, dY, dR, dX, dW, N, C, 1e-6f);
+    dev->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
     ref->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
-    ocl->rmsnorm_backward(ocl, dDX, dDW, dG, dX, dW, dR, N, C);
+    dev->rmsnorm_backward(dev, dDX, dDW, dG, dX, dW, dR, N, C);
     float *y2 = get(dY, (size_t)N * C), *r2 = get(dR, N), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, C);
     cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-6);
     cmp("rmsnorm_forward rstd", r2, r1, N, 1e-6);
@@ -151,15 +161,15 @@ static void check_rope(int B, int T, int NH, int D) {
     float *dC = putf(cs, (size_t)T * D), *dS = putf(sn, (size_t)T * D), *dX = putf(x, n), *dA = putf(x, n);
     float *dB = putf(x, n);  // overwritten: initial contents irrelevant
     ref->rope_forward(ref, a, a, cs, sn, B, T, NH, D);
-    ocl->rope_forward(ocl, dA, dA, dC, dS, B, T, NH, D);  // in place
-    ocl->rope_forward(ocl, dB, dX, dC, dS, B, T, NH, D);  // out of place
+    dev->rope_forward(dev, dA, dA, dC, dS, B, T, NH, D);  // in place
+    dev->rope_forward(dev, dB, dX, dC, dS, B, T, NH, D);  // out of place
     float *r1 = get(dA, n), *r2 = get(dB, n);
     cmp("rope_forward in place", r1, a, n, 1e-6);
     cmp("rope_forward out of place", r2, a, n, 1e-6);
     memcpy(a, x, sizeof(float) * n);
-    ocl->upload(ocl, dA, x, sizeof(float) * n);
+    dev->upload(dev, dA, x, sizeof(float) * n);
     ref->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
-    ocl->rope_backward(ocl, dA, dA, dC, dS, B, T, NH, D);
+    dev->rope_backward(dev, dA, dA, dC, dS, B, T, NH, D);
     float *r3 = get(dA, n);
     cmp("rope_backward in place", r3, a, n, 1e-6);
     pt_aligned_free(cs); pt_aligned_free(sn); pt_aligned_free(x); pt_aligned_free(a); pt_aligned_free(r1);
@@ -171,12 +181,12 @@ static void check_attention(int B, int T, int H, int KV, int D) {
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D;
     float *q = rnd(nq, 2), *k = rnd(nk, 2), *v = rnd(nk, 1), *go = rnd(nq, 1), *o1 = rnd(nq, 1);
     float *s1 = rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
-    const size_t ns = ocl->attention_saved_floats(ocl, B, T, H, D);
+    const size_t ns = dev->attention_saved_floats(dev, B, T, H, D);
     float *tmp = rnd(ns > nq ? ns : nq, 1);
     float *dQ = putf(q, nq), *dK = putf(k, nk), *dV = putf(v, nk), *dGO = putf(go, nq), *dO = putf(tmp, nq),
           *dS = putf(tmp, ns);
     ref->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
-    ocl->attention_forward(ocl, dO, dS, dQ, dK, dV, B, T, H, KV, D);
+    dev->attention_forward(dev, dO, dS, dQ, dK, dV, B, T, H, KV, D);
     float *o2 = get(dO, nq);
     char what[96];
     snprintf(what, sizeof what, "attention_forward B%d T%d H%d KV%d D%d", B, T, H, KV, D);
@@ -184,7 +194,7 @@ static void check_attention(int B, int T, int H, int KV, int D) {
     float *dq1 = rnd(nq, 1), *dk1 = rnd(nk, 1), *dv1 = rnd(nk, 1);
     float *dDQ = putf(tmp, nq), *dDK = putf(tmp, nk), *dDV = putf(tmp, nk);  // OVERWRITTEN: garbage in
     ref->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
-    ocl->attention_backward(ocl, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, B, T, H, KV, D);
+    dev->attention_backward(dev, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, B, T, H, KV, D);
     float *dq2 = get(dDQ, nq), *dk2 = get(dDK, nk), *dv2 = get(dDV, nk);
     snprintf(what, sizeof what, "attention_backward dq T%d D%d", T, D);
     cmp(what, dq2, dq1, nq, 1e-5);
@@ -203,35 +213,35 @@ static void check_elementwise(void) {
     float *g = rnd(n, 8), *u = rnd(n, 2), *d = rnd(n, 1), *a1 = rnd(n, 1), *b1 = rnd(n, 1);
     float *dG = putf(g, n), *dU = putf(u, n), *dD = putf(d, n), *dA = putf(a1, n), *dB = putf(b1, n);
     ref->swiglu_forward(ref, a1, g, u, n);
-    ocl->swiglu_forward(ocl, dA, dG, dU, n);
+    dev->swiglu_forward(dev, dA, dG, dU, n);
     float *a2 = get(dA, n);
     cmp("swiglu_forward", a2, a1, n, 1e-6);
     ref->swiglu_backward(ref, a1, b1, d, g, u, n);
-    ocl->swiglu_backward(ocl, dA, dB, dD, dG, dU, n);
+    dev->swiglu_backward(dev, dA, dB, dD, dG, dU, n);
     float *a3 = get(dA, n), *b3 = get(dB, n);
     cmp("swiglu_backward dgate", a3, a1, n, 1e-6);
     cmp("swiglu_backward dup", b3, b1, n, 1e-6);
     ref->add(ref, a1, g, u, n);
-    ocl->add(ocl, dA, dG, dU, n);
+    dev->add(dev, dA, dG, dU, n);
     float *a4 = get(dA, n);
     CHECK(!memcmp(a1, a4, sizeof(float) * n), "add differs");
     memcpy(a1, g, sizeof(float) * n);
     ref->scale(ref, a1, 0.37f, n);
-    ocl->copy(ocl, dA, dG, sizeof(float) * n);
-    ocl->scale(ocl, dA, 0.37f, n);
+    dev->copy(dev, dA, dG, sizeof(float) * n);
+    dev->scale(dev, dA, 0.37f, n);
     float *a5 = get(dA, n);
     CHECK(!memcmp(a1, a5, sizeof(float) * n), "copy + scale differs");
     double s1, s2, s3;
     ref->sum_squares(ref, &s1, g, n);
-    ocl->sum_squares(ocl, &s2, dG, n);
-    ocl->sum_squares(ocl, &s3, dG + 5, n - 7);  // a sub-range
+    dev->sum_squares(dev, &s2, dG, n);
+    dev->sum_squares(dev, &s3, dG + 5, n - 7);  // a sub-range
     ref->sum_squares(ref, &s1, g, n);
     CHECK(fabs(s1 - s2) <= 1e-6 * s1, "sum_squares %.17g vs %.17g", s2, s1);
     double s4;
     ref->sum_squares(ref, &s4, g + 5, n - 7);
     CHECK(fabs(s4 - s3) <= 1e-6 * s4, "sum_squares of a sub-range %.17g vs %.17g", s3, s4);
     // zero of a sub-range
-    ocl->zero(ocl, dA + 10, sizeof(float) * 20);
+    dev->zero(dev, dA + 10, sizeof(float) * 20);
     float *a6 = get(dA, 40);
     int zok = a6[9] == a5[9] && a6[30] == a5[30];
     for (int i = 10; i < 30; i++) zok &= a6[i] == 0;
@@ -243,7 +253,7 @@ static void check_elementwise(void) {
     float *dP = putf(p1, n), *dM = putf(m1, n), *dVv = putf(v1, n);
     for (int t = 1; t <= 3; t++) {
         ref->adamw(ref, p1, d, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
-        ocl->adamw(ocl, dP, dD, dM, dVv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        dev->adamw(dev, dP, dD, dM, dVv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
     }
     float *p2 = get(dP, n), *m2 = get(dM, n), *v2 = get(dVv, n);
     cmp("adamw params", p2, p1, n, 1e-6);
@@ -264,17 +274,17 @@ static void check_embedding(void) {
     float *dW = putf(wte, (size_t)V * C), *dE = putf(e1, (size_t)N * C), *dDW = putf(dw1, (size_t)V * C);
     int32_t *dI = put(ids, sizeof ids);
     ref->embedding_forward(ref, e1, ids, wte, N, C);
-    ocl->embedding_forward(ocl, dE, dI, dW, N, C);
+    dev->embedding_forward(dev, dE, dI, dW, N, C);
     float *e2 = get(dE, (size_t)N * C);
     CHECK(!memcmp(e1, e2, sizeof(float) * N * C), "embedding_forward differs");
     ref->embedding_backward(ref, dw1, e1, ids, N, C);
-    ocl->embedding_backward(ocl, dDW, dE, dI, N, C);
+    dev->embedding_backward(dev, dDW, dE, dI, N, C);
     float *dw2 = get(dDW, (size_t)V * C);
     CHECK(!memcmp(dw1, dw2, sizeof(float) * V * C), "embedding_backward differs");
     // ids < 0: not in this vocabulary shard (tensor parallel): zero row, no gradient
     int32_t sid[4] = {3, -1, 5, -7};
     int32_t *dSI = put(sid, sizeof sid);
-    ocl->embedding_forward(ocl, dE, dSI, dW, 4, C);
+    dev->embedding_forward(dev, dE, dSI, dW, 4, C);
     float *e3 = get(dE, (size_t)4 * C);
     int ok = !memcmp(e3, wte + 3 * C, sizeof(float) * C) && !memcmp(e3 + 2 * C, wte + 5 * C, sizeof(float) * C);
     for (int c = 0; c < C; c++) ok &= e3[C + c] == 0 && e3[3 * C + c] == 0;
@@ -284,7 +294,7 @@ static void check_embedding(void) {
         want[3 * C + c] += e3[c];
         want[5 * C + c] += e3[2 * C + c];
     }
-    ocl->embedding_backward(ocl, dDW, dE, dSI, 4, C);
+    dev->embedding_backward(dev, dDW, dE, dSI, 4, C);
     float *dw3 = get(dDW, (size_t)V * C);
     CHECK(!memcmp(dw3, want, sizeof(float) * V * C), "embedding_backward with ids < 0: want those rows skipped");
     pt_aligned_free(wte); pt_aligned_free(e1); pt_aligned_free(e2); pt_aligned_free(e3); pt_aligned_free(dw1);
@@ -329,8 +339,8 @@ static void check_xent(int N, int C, int V) {
     float *dx1 = c.dx, *dw1 = c.dw;
     double l1, l2, l3;
     ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, scale);
-    ocl->lm_head_xent(ocl, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, scale);
-    ocl->lm_head_xent(ocl, &l3, NULL, NULL, c.dX, c.dW, c.dT, N, C, V, 0.0f);
+    dev->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, scale);
+    dev->lm_head_xent(dev, &l3, NULL, NULL, c.dX, c.dW, c.dT, N, C, V, 0.0f);
     printf("lm_head_xent N=%d C=%d V=%d: loss %.10f (cpu-ref %.10f)\n", N, C, V, l2, l1);
     CHECK(fabs(l2 - l1) <= 1e-6 * fabs(l1), "xent loss %.10f vs %.10f", l2, l1);
     CHECK(l3 == l2, "xent forward-only loss %.17g differs from training loss %.17g", l3, l2);
@@ -400,8 +410,8 @@ static void check_round_bf16(void) {
     float *want = pt_aligned_alloc(sizeof(float) * n);
     ref->round_bf16(ref, want, x, n);
     float *dX = putf(x, n), *dY = putf(x, n);
-    ocl->round_bf16(ocl, dY, dX, n);  // out of place
-    ocl->round_bf16(ocl, dX, dX, n);  // in place
+    dev->round_bf16(dev, dY, dX, n);  // out of place
+    dev->round_bf16(dev, dX, dX, n);  // in place
     float *y = get(dY, n), *z = get(dX, n);
     CHECK(!memcmp(y, want, sizeof(float) * n), "round_bf16 (out of place) differs bitwise from cpu-ref");
     CHECK(!memcmp(z, want, sizeof(float) * n), "round_bf16 (in place) differs bitwise from cpu-ref");
@@ -433,7 +443,7 @@ static void check_round_bf16(void) {
 //   results than cpu-ref's fp32 ones are (the casts are in effect).
 static void check_bf16_kernels(void) {
     reset_arena();
-    ref->bf16_casts = ocl->bf16_casts = true;
+    ref->bf16_casts = dev->bf16_casts = true;
     long ulps;
     size_t diff;
     {  // swiglu
@@ -441,7 +451,7 @@ static void check_bf16_kernels(void) {
         float *g = rnd_bf16(n, 8), *u = rnd_bf16(n, 2), *want = rnd(n, 1);
         float *dG = putf(g, n), *dU = putf(u, n), *dO = putf(want, n);
         ref->swiglu_forward(ref, want, g, u, n);
-        ocl->swiglu_forward(ocl, dO, dG, dU, n);
+        dev->swiglu_forward(dev, dO, dG, dU, n);
         float *got = get(dO, n);
         diff = bf16_mismatches(got, want, n, &ulps);
         printf("bf16 swiglu_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps)\n", diff, n, ulps);
@@ -455,7 +465,7 @@ static void check_bf16_kernels(void) {
         float *cs = rnd_bf16((size_t)T * D, 1), *sn = rnd_bf16((size_t)T * D, 1), *x = rnd_bf16(n, 3);
         float *dC = putf(cs, (size_t)T * D), *dS = putf(sn, (size_t)T * D), *dX = putf(x, n);
         ref->rope_forward(ref, x, x, cs, sn, B, T, NH, D);
-        ocl->rope_forward(ocl, dX, dX, dC, dS, B, T, NH, D);
+        dev->rope_forward(dev, dX, dX, dC, dS, B, T, NH, D);
         float *got = get(dX, n);
         diff = bf16_mismatches(got, x, n, &ulps);
         printf("bf16 rope_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps)\n", diff, n, ulps);
@@ -469,7 +479,7 @@ static void check_bf16_kernels(void) {
         float *x = rnd_bf16(n, 2), *w = rnd_bf16(C, 1), *y = rnd(n, 1), *r = rnd(N, 1);
         float *dX = putf(x, n), *dW = putf(w, C), *dY = putf(y, n), *dR = putf(r, N);
         ref->rmsnorm_forward(ref, y, r, x, w, N, C, 1e-6f);
-        ocl->rmsnorm_forward(ocl, dY, dR, dX, dW, N, C, 1e-6f);
+        dev->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
         float *got = get(dY, n), *rg = get(dR, N);
         int rows_rstd_differ = 0, rows_same_rstd_differ = 0;
         long worst = 0;
@@ -496,7 +506,7 @@ static void check_bf16_kernels(void) {
         float *dx1 = c.dx, *dw1 = c.dw;
         double l1, l2, l_fp32;
         ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, c.scale);
-        ocl->lm_head_xent(ocl, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, c.scale);
+        dev->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, c.scale);
         // cpu-ref without the casts: how far bf16 itself moves the results
         float *dx_fp32 = rnd((size_t)N * C, 1), *dw_fp32 = rnd((size_t)V * C, 0.1f);
         ref->bf16_casts = false;
@@ -517,7 +527,7 @@ static void check_bf16_kernels(void) {
         xent_case_free(&c);
         pt_aligned_free(dx2); pt_aligned_free(dw2); pt_aligned_free(dx_fp32); pt_aligned_free(dw_fp32);
     }
-    ref->bf16_casts = ocl->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
+    ref->bf16_casts = dev->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
 }
 
 // ------------------------------------------------------------ model
@@ -545,7 +555,7 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
                               double loss_tol, double grad_tol) {
     qwen3_model mr, mc;
     CHECK(hf_model_load(&mr, dir, ref) == 0, "%s", pt_last_error());
-    CHECK(hf_model_load(&mc, dir, ocl) == 0, "%s", pt_last_error());
+    CHECK(hf_model_load(&mc, dir, dev) == 0, "%s", pt_last_error());
     const int N = B * T, V = mr.cfg.vocab_size;
     int32_t *ids = malloc(sizeof(int32_t) * N), *lab = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++) {
@@ -561,7 +571,7 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     qwen3_alloc_grads(&mr);
     qwen3_alloc_grads(&mc);
     ref->zero(ref, mr.grads, sizeof(float) * mr.num_params);
-    ocl->zero(ocl, mc.grads, sizeof(float) * mc.num_params);
+    dev->zero(dev, mc.grads, sizeof(float) * mc.num_params);
     CHECK(qwen3_forward_backward(&mr, ids, lab, B, T, 1.0f / N, &lr_, &nr) == 0, "%s", pt_last_error());
     CHECK(qwen3_forward_backward(&mc, ids, lab, B, T, 1.0f / N, &lc, &nc) == 0, "%s", pt_last_error());
     CHECK(qwen3_forward(&mc, ids, lab, B, T, &lf, &nc, NULL) == 0, "%s", pt_last_error());
@@ -570,7 +580,7 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     CHECK(rel <= loss_tol, "[%s] step-0 loss relative difference %.3e > %.0e", name, rel, loss_tol);
     CHECK(lf == lc, "[%s] forward-only loss differs from forward_backward", name);
     float *g = pt_aligned_alloc(sizeof(float) * mc.num_params);
-    ocl->download(ocl, g, mc.grads, sizeof(float) * mc.num_params);
+    dev->download(dev, g, mc.grads, sizeof(float) * mc.num_params);
     double worst = 0, least_bf16_effect = INFINITY, worst_ratio = 0;
     const char *worst_name = "", *worst_ratio_name = "";
     for (int i = 0; i < mr.num_tensors; i++) {
@@ -603,13 +613,13 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     free(lab);
     qwen3_free(&mr);
     qwen3_free(&mc);
-    ref->bf16_casts = ocl->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
+    ref->bf16_casts = dev->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
 }
 
 // Trains; per-step losses into loss[], the loss/grad_norm/lr text into *fp.
 static int train(const char *backend, const char *model, const char *data, int B, int T, int steps, double *loss,
                  char **fp, char **outdir) {
-    char *tmp = test_tmpdir("ocl-train");
+    char *tmp = test_tmpdir("parity-train");
     pt_train_args a;
     pt_train_args_defaults(&a);
     a.model_dir = model;
@@ -666,13 +676,12 @@ static char *slurp(const char *dir, const char *name, size_t *n) {
     return b;
 }
 
-static void check_curves(const char *name, const char *model, const char *data, int B, int T) {
-    enum { STEPS = 50 };
-    double lr_[STEPS], lc[STEPS], l2[STEPS];
+static void check_curves(const char *name, const char *model, const char *data, int B, int T, int STEPS) {
+    double lr_[64], lc[64], l2[64];
     char *fr, *fc, *f2, *dr, *dc, *d2;
     int nr = train("cpu-ref", model, data, B, T, STEPS, lr_, &fr, &dr);
-    int nc = train("opencl", model, data, B, T, STEPS, lc, &fc, &dc);
-    int n2 = train("opencl", model, data, B, T, STEPS, l2, &f2, &d2);
+    int nc = train(spec, model, data, B, T, STEPS, lc, &fc, &dc);
+    int n2 = train(spec, model, data, B, T, STEPS, l2, &f2, &d2);
     CHECK(nr == STEPS && nc == STEPS && n2 == STEPS, "[%s] %d / %d / %d steps in metrics.jsonl", name, nr, nc, n2);
     double worst = 0;
     int worst_step = 0;
@@ -689,14 +698,16 @@ static void check_curves(const char *name, const char *model, const char *data, 
     size_t n1 = 0, nn2 = 0;
     char *w1 = slurp(dc, "model.safetensors", &n1), *w2 = slurp(d2, "model.safetensors", &nn2);
     const int same = !strcmp(fc, f2) && w1 && w2 && n1 == nn2 && !memcmp(w1, w2, n1);
-    CHECK(same, "[%s] two opencl runs differ (metrics or weights)", name);
-    printf("[%s] two opencl runs bitwise identical (metrics and weights): %s\n", name, same ? "yes" : "NO");
-    // the metrics carry the compile stats
-    size_t ml = 0;
-    char *m = slurp(dc, "metrics.jsonl", &ml);
-    CHECK(m && strstr(m, "\"compile_s\": ") && strstr(m, "\"cache_hits\": ") && strstr(m, "\"recompilations\": 0"),
-          "[%s] metrics.jsonl lacks compile_s / cache_hits / recompilations", name);
-    free(m);
+    CHECK(same, "[%s] two %s runs differ (metrics or weights)", name, spec);
+    printf("[%s] two %s runs bitwise identical (metrics and weights): %s\n", name, spec, same ? "yes" : "NO");
+    if (is_opencl) {  // the metrics carry the compile stats
+        size_t ml = 0;
+        char *m = slurp(dc, "metrics.jsonl", &ml);
+        CHECK(m && strstr(m, "\"compile_s\": ") && strstr(m, "\"cache_hits\": ") &&
+                  strstr(m, "\"recompilations\": 0"),
+              "[%s] metrics.jsonl lacks compile_s / cache_hits / recompilations", name);
+        free(m);
+    }
     free(w1); free(w2); free(fr); free(fc); free(f2);
     rmdir_rf(dr);
     rmdir_rf(dc);
@@ -767,29 +778,145 @@ static void check_cache(const char *dir) {
     free(bytes);
 }
 
-int main(void) {
+// ------------------------------------------------------------ cuda
+
+// tf32 GEMMs: results differ from fp32 (the switch is in effect) but stay
+// within 1e-2 relative-to-max (10 mantissa bits per operand).
+static void check_tf32(int N, int C, int OC) {
+    reset_arena();
+    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 0.5f), *o1 = rnd((size_t)N * OC, 1);
+    float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dO = putf(o1, (size_t)N * OC);
+    ref->matmul_forward(ref, o1, x, w, N, C, OC);
+    dev->tf32 = true;
+    dev->matmul_forward(dev, dO, dX, dW, N, C, OC);
+    dev->tf32 = false;
+    float *o2 = get(dO, (size_t)N * OC);
+    const double e = relmax(o2, o1, (size_t)N * OC);
+    printf("tf32 matmul_forward %dx%dx%d: relative-to-max difference to fp32 cpu-ref %.3e\n", N, C, OC, e);
+    CHECK(e > 1e-6, "tf32 matmul_forward equals fp32 to %.3e: the tf32 switch has no effect", e);
+    CHECK(e <= 1e-2, "tf32 matmul_forward: relative-to-max %.3e > 1e-2", e);
+    dev->matmul_forward(dev, dO, dX, dW, N, C, OC);  // and off again: fp32
+    float *o3 = get(dO, (size_t)N * OC);
+    CHECK(relmax(o3, o1, (size_t)N * OC) <= 1e-5, "matmul_forward after tf32 is switched off is not fp32");
+    pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(o1); pt_aligned_free(o2); pt_aligned_free(o3);
+}
+
+// A second backend whose lm_head chunks are `rows` rows (PT_CUDA_XENT_ROWS):
+// N spans several chunks and ends in a partial one; fp32 and bf16 paths.
+static void check_xent_chunks(int rows) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", rows);
+    setenv("PT_CUDA_XENT_ROWS", v, 1);
+    pt_backend *whole = dev;
+    dev = pt_backend_create(spec);
+    unsetenv("PT_CUDA_XENT_ROWS");
+    CHECK(dev != NULL, "%s with PT_CUDA_XENT_ROWS=%d: %s", spec, rows, pt_last_error());
+    if (dev) {
+        arena = dev->alloc(dev, arena_cap);
+        printf("lm_head chunks of %d rows:\n", rows);
+        check_xent(2 * rows + 3, 40, 700);
+        check_xent(rows, 24, 300);
+        {  // the packed bf16 path across chunks, against cpu-ref's bf16 casts
+            reset_arena();
+            const int N = 3 * rows + 1, C = 32, V = 500;
+            ref->bf16_casts = dev->bf16_casts = true;
+            xent_case c = xent_case_new(N, C, V, rnd_bf16);
+            uint16_t *w16 = put(NULL, sizeof(uint16_t) * V * C);
+            dev->pack_bf16(dev, w16, c.dW, (size_t)V * C);
+            double l1, l2;
+            ref->lm_head_xent(ref, &l1, c.dx, c.dw, c.x, c.w, c.tg, N, C, V, c.scale);
+            dev->lm_head_xent_bf16(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, w16, c.dT, N, C, V, c.scale);
+            float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
+            const double rel = fabs(l2 - l1) / fabs(l1), edx = relmax(dx2, c.dx, (size_t)N * C),
+                         edw = relmax(dw2, c.dw, (size_t)V * C);
+            printf("bf16 lm_head_xent_bf16 N=%d in chunks of %d: loss relative %.3e, dinp %.3e, dw %.3e\n", N, rows,
+                   rel, edx, edw);
+            CHECK(rel <= 1e-5 && edx <= 1e-3 && edw <= 1e-3,
+                  "bf16 lm_head_xent_bf16 in chunks: loss %.3e, dinp %.3e, dw %.3e", rel, edx, edw);
+            ref->bf16_casts = dev->bf16_casts = false;
+            xent_case_free(&c);
+            pt_aligned_free(dx2); pt_aligned_free(dw2);
+        }
+        dev->free(dev, arena);
+        pt_backend_destroy(dev);
+    }
+    dev = whole;
+    arena = NULL;
+}
+
+// matmul_forward_bf16 / matmul_backward_bf16 (packed weights) against
+// cpu-ref's fp32 kernels on the same bf16-exact operands: only the summation
+// order differs.
+static void check_matmul_bf16(int N, int C, int OC) {
+    reset_arena();
+    float *x = rnd_bf16((size_t)N * C, 1), *w = rnd_bf16((size_t)OC * C, 0.5f), *g = rnd_bf16((size_t)N * OC, 1);
+    float *o1 = rnd((size_t)N * OC, 1), *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)OC * C, 1);
+    float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dG = putf(g, (size_t)N * OC);
+    float *dO = putf(o1, (size_t)N * OC), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, (size_t)OC * C);
+    uint16_t *w16 = put(NULL, sizeof(uint16_t) * OC * C);
+    dev->pack_bf16(dev, w16, dW, (size_t)OC * C);
+    uint16_t *h16 = pt_malloc(sizeof(uint16_t) * OC * C);
+    dev->download(dev, h16, w16, sizeof(uint16_t) * OC * C);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)OC * C; i++) bad += h16[i] != pt_float_to_bf16(w[i]);
+    CHECK(bad == 0, "pack_bf16: %zu of %d values are not the bf16 bits of util/bf16.h", bad, OC * C);
+    ref->matmul_forward(ref, o1, x, w, N, C, OC);
+    dev->matmul_forward_bf16(dev, dO, dX, dW, w16, N, C, OC);
+    ref->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
+    dev->matmul_backward_bf16(dev, dDX, dDW, dG, dX, dW, w16, N, C, OC);
+    float *o2 = get(dO, (size_t)N * OC), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)OC * C);
+    char what[96];
+    snprintf(what, sizeof what, "matmul_forward_bf16 %dx%dx%d", N, C, OC);
+    cmp(what, o2, o1, (size_t)N * OC, 1e-5);
+    snprintf(what, sizeof what, "matmul_backward_bf16 dinp (+=) %dx%dx%d", N, C, OC);
+    cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
+    snprintf(what, sizeof what, "matmul_backward_bf16 dw (+=) %dx%dx%d", N, C, OC);
+    cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
+    free(h16);
+    pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(g); pt_aligned_free(o1); pt_aligned_free(o2);
+    pt_aligned_free(dx1); pt_aligned_free(dx2); pt_aligned_free(dw1); pt_aligned_free(dw2);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_backend_parity SPEC (opencl, cuda-sim, cuda[:N])\n");
+        return 2;
+    }
+    spec = argv[1];
+    is_opencl = !strncmp(spec, "opencl", 6);
+    is_sim = !strcmp(spec, "cuda-sim");
+    is_cuda = !strncmp(spec, "cuda", 4);
+    char title[96];
+    snprintf(title, sizeof title, "test_backend_parity %s", spec);
     pt_set_quiet(true);
-    char *cache = test_tmpdir("ocl-cache");
+    char *cache = test_tmpdir("parity-cache");
     setenv("PT_OPENCL_CACHE", cache, 1);
     ref = pt_backend_create("cpu-ref");
-    ocl = pt_backend_create("opencl");
-    if (!ocl) {
+    dev = pt_backend_create(spec);
+    if (!dev) {
         const char *e = pt_last_error();
-        if (strstr(e, "no OpenCL platform") || strstr(e, "unknown backend")) {
-            printf("SKIP test_opencl_backend: %s\n", e);
+        if (strstr(e, "no OpenCL platform") || strstr(e, "no CUDA device") || strstr(e, "unknown backend")) {
+            printf("SKIP %s: %s\n", title, e);
             rmdir_rf(cache);
             return 77;
         }
-        CHECK(0, "opencl backend: %s", e);
-        return test_summary("test_opencl_backend");
+        CHECK(0, "%s backend: %s", spec, e);
+        return test_summary(title);
     }
-    printf("%s\n", ocl->device);
-    CHECK(!ocl->host_memory, "opencl must not claim host memory");
-    pt_compile_stats cs;
-    ocl->compile_stats(ocl, &cs);
-    printf("base program: %.3f s (%s)\n", cs.compile_seconds, cs.cache_hits ? "cache" : "built");
+    printf("%s\n", dev->device);
+    CHECK(!dev->host_memory, "%s must not claim host memory", spec);
+    if (is_opencl) {
+        pt_compile_stats cs;
+        dev->compile_stats(dev, &cs);
+        printf("base program: %.3f s (%s)\n", cs.compile_seconds, cs.cache_hits ? "cache" : "built");
+    }
+    if (is_cuda) {
+        CHECK(dev->stream != NULL, "%s: be->stream (the cudaStream_t) is not set", spec);
+        CHECK(dev->pack_bf16 && dev->matmul_forward_bf16 && dev->matmul_backward_bf16 && dev->lm_head_xent_bf16,
+              "%s: the packed bf16 path is missing", spec);
+    }
     arena_cap = 64u << 20;
-    arena = ocl->alloc(ocl, arena_cap);
+    arena = dev->alloc(dev, arena_cap);
     float *z = get((float *)arena, 1 << 20);
     int nz = 1;
     for (size_t i = 0; i < (1u << 20); i++) nz &= z[i] == 0;
@@ -799,41 +926,68 @@ int main(void) {
     check_matmul(37, 70, 130);
     check_matmul(64, 200, 1500);
     check_matmul(1, 5, 3);
-    check_matmul(20, 24, 5000);  // dinp: K = 5000, the split-K path
+    check_matmul(20, 24, 5000);  // dinp: K = 5000 (opencl: the split-K path)
     check_rmsnorm(50, 72);
-    check_rmsnorm(1000, 24);
+    check_rmsnorm(1000, 24);     // (cuda: 4 dw partials of 256 rows, the last partial)
     check_rope(2, 19, 3, 24);
     check_rope(1, 7, 2, 128);
     check_attention(2, 100, 4, 2, 24);  // GQA
     check_attention(1, 64, 3, 3, 32);   // MHA
     check_attention(2, 5, 2, 1, 16);
+    if (is_cuda) {  // the flash kernels' tiles: T across and inside 32-row tiles, head dims, GQA ratios
+        check_attention(1, 33, 4, 1, 32);    // GQA 4, tiny's head_dim, one row past a tile
+        check_attention(1, 70, 2, 2, 128);   // head_dim 128 (> 48 KiB of shared memory), MHA
+        check_attention(1, 31, 4, 2, 128);   // one tile, partial
+        check_attention(1, 40, 2, 1, 256);   // the largest head_dim, GQA 2
+        check_attention(2, 300, 8, 2, 128);  // GQA 4, many tiles
+        check_attention(1, 257, 16, 16, 64);
+    }
     check_elementwise();
     check_embedding();
     check_xent(300, 40, 3000);
     check_xent(7, 64, 100);
-    check_xent(40, 24, 9000);  // the dinp product of K = V = 9000 takes the split-K path
+    check_xent(40, 24, 9000);  // the dinp product of K = V = 9000 (opencl: the split-K path)
     check_round_bf16();
     check_bf16_kernels();
-    ocl->free(ocl, arena);
-    {  // the local-memory tiled GEMM (PT_OPENCL_GEMM=tiled) on the same shapes, odd tiles
+    if (is_cuda) {
+        check_matmul_bf16(37, 70, 130);
+        check_matmul_bf16(1, 5, 3);
+        check_tf32(64, 256, 96);
+    }
+    dev->free(dev, arena);
+    if (is_opencl) {  // the local-memory tiled GEMM (PT_OPENCL_GEMM=tiled) on the same shapes, odd tiles
         setenv("PT_OPENCL_GEMM", "tiled", 1);
         setenv("PT_OPENCL_GEMM_TILE", "16,32,8,2,4", 1);
         setenv("PT_OPENCL_NT_VEC", "4", 1);  // (the register-blocked NT kernel is unused here; its build must work)
-        pt_backend *fast = ocl;
-        ocl = pt_backend_create("opencl");
-        CHECK(ocl != NULL, "opencl with the tiled GEMM: %s", pt_last_error());
-        if (ocl) {
-            arena = ocl->alloc(ocl, arena_cap);
+        pt_backend *fast = dev;
+        dev = pt_backend_create("opencl");
+        CHECK(dev != NULL, "opencl with the tiled GEMM: %s", pt_last_error());
+        if (dev) {
+            arena = dev->alloc(dev, arena_cap);
             check_matmul(37, 70, 130);
             check_matmul(1, 5, 3);
             check_xent(300, 40, 3000);
-            ocl->free(ocl, arena);
-            pt_backend_destroy(ocl);
+            dev->free(dev, arena);
+            pt_backend_destroy(dev);
         }
-        ocl = fast;
+        dev = fast;
         unsetenv("PT_OPENCL_GEMM");
         unsetenv("PT_OPENCL_GEMM_TILE");
         unsetenv("PT_OPENCL_NT_VEC");
+    }
+    if (is_cuda) {
+        check_xent_chunks(16);
+        check_xent_chunks(1);
+        setenv("PT_CUDA_XENT_ROWS", "0", 1);
+        pt_backend *bad = pt_backend_create(spec);
+        unsetenv("PT_CUDA_XENT_ROWS");
+        CHECK(!bad && strstr(pt_last_error(), "PT_CUDA_XENT_ROWS '0'"), "PT_CUDA_XENT_ROWS=0 accepted or error '%s'",
+              pt_last_error());
+        pt_backend_destroy(bad);
+        pt_backend *bad2 = pt_backend_create(is_sim ? "cuda-sim:99" : "cuda:99");
+        CHECK(!bad2 && strstr(pt_last_error(), "no CUDA device 99"), "%s:99 accepted or error '%s'", spec,
+              pt_last_error());
+        pt_backend_destroy(bad2);
     }
     printf("kernels: worst relative-to-max error %.3e\n", worst_kernel);
 
@@ -845,17 +999,23 @@ int main(void) {
     check_model_grads("tied T=48", tied, 3, 48, "fp32", 1e-5, 1e-4);
     check_model_grads("tied bf16", tied, 2, 16, "bf16", 1e-4, 2e-2);
     check_model_grads("untied bf16", untied, 2, 16, "bf16", 1e-4, 2e-2);
-    check_curves("tied", tied, tdata, 2, 16);
-    check_curves("untied", untied, udata, 2, 16);
-    pt_backend_destroy(ocl);
+    const char *ps = getenv("PT_PARITY_STEPS");
+    // (sanitized builds: 10 steps, the emulator's fibers run ~10x slower there)
+    const int steps = ps && atoi(ps) > 0 ? PT_MIN(atoi(ps), 64) : getenv("PT_SANITIZED") ? 10 : 50;
+    if (steps != 50) printf("%s: %d-step curves (PT_PARITY_STEPS or a sanitized build)\n", spec, steps);
+    check_curves("tied", tied, tdata, 2, 16, steps);
+    check_curves("untied", untied, udata, 2, 16, steps);
+    pt_backend_destroy(dev);
 
-    char *cdir = test_tmpdir("ocl-cache2");
-    setenv("PT_OPENCL_CACHE", cdir, 1);
-    check_cache(cdir);
-    rmdir_rf(cdir);
+    if (is_opencl) {
+        char *cdir = test_tmpdir("parity-cache2");
+        setenv("PT_OPENCL_CACHE", cdir, 1);
+        check_cache(cdir);
+        rmdir_rf(cdir);
+    }
 
     free(tdata); free(udata); free(tied); free(untied);
     rmdir_rf(cache);
     pt_backend_destroy(ref);
-    return test_summary("test_opencl_backend");
+    return test_summary(title);
 }

@@ -1,0 +1,1163 @@
+// cuda: the backend interface on an NVIDIA GPU (issue 9), and, compiled as
+// C++ with PT_CUDA_SIM (cuda_sim_backend.cc), the same kernels on the host
+// CPU through the emulator in sim/ (the `cuda-sim` backend).
+//
+// Memory. Backend pointers are device pointers from cudaMalloc, so the model's
+// pointer arithmetic works on them directly. Every transfer and kernel runs on
+// the backend's one stream (be->stream, also the stream NCCL collectives are
+// ordered on); upload/download/synchronize wait for it.
+//
+// GEMMs go through gemm() below: cuBLAS under nvcc (fp32 compute, TF32 only
+// when be->tf32 is set; bf16 inputs with fp32 accumulation for the packed
+// bf16 path), the emulator's host GEMM under PT_CUDA_SIM. Everything else is
+// our kernels.
+//
+// Determinism: one stream, a fixed cuBLAS workspace (cublasSetWorkspace) and
+// cuBLAS's default atomics-free mode; no atomics in our kernels: every
+// reduction is a fixed tree or a fixed-order loop (embedding and RMSNorm
+// weight gradients per column in row order, sums of squares in fixed blocks
+// of double partials added in index order). Runs on the same GPU are bitwise
+// identical. docs/CUDA.md says what this costs.
+//
+// Numerics follow cpu-ref (src/backend/cpu_ref.c) operation for operation
+// where it is cheap: rstd, silu and the AdamW denominator in double as there,
+// the loss in double; the source is compiled without FMA contraction
+// (nvcc --fmad=false, the host build's -ffp-contract=off), so elementwise
+// kernels give cpu-ref's bits.
+#include "backend/cuda/cuda_compat.h"
+#ifndef PT_CUDA_SIM
+#include <cublas_v2.h>
+#endif
+
+extern "C" {
+#include "backend/backend.h"
+}
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PT_CUDA_SIM
+#define PT_CUDA_NAME "cuda-sim"
+#define PT_CUDA_CREATE pt_backend_cuda_sim_create
+#define PT_CUDA_PRINT_DEVICES pt_cuda_sim_print_devices
+#define PT_CUDA_PROBE pt_cuda_sim_probe
+#else
+#define PT_CUDA_NAME "cuda"
+#define PT_CUDA_CREATE pt_backend_cuda_create
+#define PT_CUDA_PRINT_DEVICES pt_cuda_print_devices
+#define PT_CUDA_PROBE pt_cuda_probe
+#endif
+
+extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix);
+extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f);
+extern "C" int PT_CUDA_PROBE(void);
+
+// loop unrolling for nvcc (the host compiler has no `#pragma unroll`)
+#if defined(__CUDACC__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
+namespace {
+
+constexpr int EW = 256;                        // elementwise block
+constexpr int RED = 256;                       // reduction block (power of two)
+constexpr int RMS_ROWS = 256;                  // rows per RMSNorm dw partial
+constexpr int SS_BLOCK = RED * 16;             // elements per sum-of-squares partial
+constexpr int AT = 32;                         // attention tile: query rows and key rows
+constexpr int AT_THREADS = 256;                // 8 warps; thread = (row tid/8, dims tid%8 + 8k)
+constexpr int AT_MAX_D = 256;                  // largest head_dim
+constexpr int AT_PER = AT_MAX_D / 8;           // head dims per thread
+constexpr size_t XENT_SCRATCH = 256u << 20;    // bytes of one lm_head chunk's logits
+constexpr size_t BLAS_WORKSPACE = 32u << 20;   // cuBLAS workspace (fixed: determinism)
+
+// ------------------------------------------------------------ state
+
+struct scratch {
+    void *p;
+    size_t bytes;
+};
+
+struct cuda_state {
+    int device;
+    cudaStream_t stream;
+#ifndef PT_CUDA_SIM
+    cublasHandle_t blas;
+    void *blas_ws;
+#endif
+    size_t smem_optin;        // largest dynamic shared memory a block may opt into
+    size_t smem_set[3];       // dynamic smem limit set per attention kernel (fwd, dq, dkv)
+    int xent_rows;            // 0: chunk rows from XENT_SCRATCH; else PT_CUDA_XENT_ROWS
+    scratch x16, g16, logits, row_loss, partial, total, rowdot, rms_part, bounce;
+    double *host_loss;        // the per-row losses, downloaded (host)
+    size_t host_loss_n;
+};
+
+cuda_state *S(pt_backend *be) { return (cuda_state *)be->impl; }
+
+// A failing CUDA call inside a kernel wrapper (which returns void) cannot be
+// reported to the caller: one line naming the call, and exit.
+void fail(const char *what, const char *why) {
+    fprintf(stderr, "portatrain: error: %s: %s failed: %s\n", PT_CUDA_NAME, what, why);
+    exit(1);
+}
+#define CK(call)                                                   \
+    do {                                                           \
+        cudaError_t err_ = (call);                                 \
+        if (err_ != cudaSuccess) fail(#call, cudaGetErrorString(err_)); \
+    } while (0)
+// after a launch: a bad configuration is reported here, naming the op
+void check_launch(const char *name) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) fail(name, cudaGetErrorString(e));
+}
+
+// Grows a scratch buffer to at least `bytes` (kept for the backend's life, so
+// the training step allocates nothing after its first pass).
+void *grow(cuda_state *s, scratch *sc, size_t bytes) {
+    if (sc->p && sc->bytes >= bytes) return sc->p;
+    if (sc->p) {
+        CK(cudaStreamSynchronize(s->stream));  // a queued kernel may still read it
+        CK(cudaFree(sc->p));
+    }
+    sc->p = NULL;
+    const size_t n = bytes > 16 ? bytes : 16;
+    CK(cudaMalloc(&sc->p, n));
+    sc->bytes = n;
+    return sc->p;
+}
+
+unsigned ew_grid(size_t n) {
+    size_t g = (n + EW - 1) / EW;
+    return (unsigned)(g < (size_t)1 << 20 ? g : (size_t)1 << 20);  // grid-stride beyond
+}
+#define EW_LOOP(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// ------------------------------------------------------------ bf16 (bit for bit util/bf16.h)
+
+// Round to nearest even on the bit pattern (no float arithmetic, so no
+// flush-to-zero can change it); a NaN stays a quiet NaN.
+PT_DEVICE uint32_t bf16_round_bits(uint32_t u) {
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u & 0xffff0000u) | 0x00400000u;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return u & 0xffff0000u;
+}
+PT_DEVICE float rb(float f) { return __uint_as_float(bf16_round_bits(__float_as_uint(f))); }
+
+PT_KERNEL void round_bf16_k(float *dst, const float *src, size_t n) {
+    EW_LOOP(i, n) dst[i] = rb(src[i]);
+}
+PT_KERNEL void pack_bf16_k(uint16_t *dst, const float *src, size_t n) {
+    EW_LOOP(i, n) dst[i] = (uint16_t)(bf16_round_bits(__float_as_uint(src[i])) >> 16);
+}
+
+// ------------------------------------------------------------ block reductions (fixed trees)
+
+// Sum / max over the block (blockDim.x a multiple of 32); every thread gets
+// the result. `sh` holds >= 32 floats. Warp butterflies, then the warp
+// totals in warp order: the same tree on every run.
+PT_DEVICE float block_sum(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32, nw = blockDim.x / 32;
+    __syncthreads();  // sh may still be read by a previous reduction
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    v = l < nw ? sh[l] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+PT_DEVICE float block_max(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32, nw = blockDim.x / 32;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    v = l < nw ? sh[l] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Double sum over a RED-thread block through shared memory (no double shuffles).
+PT_DEVICE double block_sum_d(double v, double *sh) {
+    const int t = threadIdx.x;
+    __syncthreads();
+    sh[t] = v;
+    __syncthreads();
+    for (int s = RED / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
+// ------------------------------------------------------------ embedding
+
+PT_KERNEL void embedding_fwd_k(float *out, const int32_t *ids, const float *wte, int N, int C) {
+    EW_LOOP(i, (size_t)N * C) {
+        const int32_t id = ids[i / C];
+        out[i] = id < 0 ? 0.0f : wte[(size_t)id * C + i % C];
+    }
+}
+// One thread per column, rows in order: rows sharing a token add in cpu-ref's
+// order, without atomics.
+PT_KERNEL void embedding_bwd_k(float *dwte, const float *dout, const int32_t *ids, int N, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    for (int n = 0; n < N; n++) {
+        const int32_t id = ids[n];
+        if (id >= 0) dwte[(size_t)id * C + c] += dout[(size_t)n * C + c];
+    }
+}
+
+// ------------------------------------------------------------ RMSNorm
+
+// One block per row.
+PT_KERNEL void rmsnorm_fwd_k(float *out, float *rstd, const float *inp, const float *w, int C, float eps,
+                             int bf16) {
+    __shared__ float sh[32];
+    const size_t row = blockIdx.x;
+    const float *x = inp + row * C;
+    float ss = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
+    ss = block_sum(ss, sh);
+    const float r = (float)(1.0 / sqrt((double)(ss / C + eps)));  // as cpu-ref: sqrt and 1/ in double
+    if (threadIdx.x == 0) rstd[row] = r;
+    float *y = out + row * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        y[c] = bf16 ? rb(w[c] * rb(x[c] * r)) : w[c] * (x[c] * r);  // bf16: HF weight * hidden.to(bf16)
+}
+
+// dx = r * (g*w - xhat * mean(g*w*xhat)), xhat = x*r; one block per row.
+PT_KERNEL void rmsnorm_bwd_dinp_k(float *dinp, const float *dout, const float *inp, const float *w,
+                                  const float *rstd, int C) {
+    __shared__ float sh[32];
+    const size_t row = blockIdx.x;
+    const float *x = inp + row * C, *g = dout + row * C;
+    const float r = rstd[row];
+    float dot = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dot += g[c] * w[c] * (x[c] * r);
+    dot = block_sum(dot, sh);
+    const float m = dot / C;
+    float *dx = dinp + row * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] += r * (g[c] * w[c] - (x[c] * r) * m);
+}
+// dw partials: part[p, c] = sum over rows p*RMS_ROWS.. of g * xhat, in row order.
+PT_KERNEL void rmsnorm_bwd_dw_part_k(float *part, const float *dout, const float *inp, const float *rstd, int N,
+                                     int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, p = blockIdx.y;
+    if (c >= C) return;
+    const int n1 = PT_MIN(N, (p + 1) * RMS_ROWS);
+    float s = 0;
+    for (int n = p * RMS_ROWS; n < n1; n++) s += dout[(size_t)n * C + c] * (inp[(size_t)n * C + c] * rstd[n]);
+    part[(size_t)p * C + c] = s;
+}
+PT_KERNEL void rmsnorm_bwd_dw_sum_k(float *dw, const float *part, int P, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0;
+    for (int p = 0; p < P; p++) s += part[(size_t)p * C + c];
+    dw[c] += s;
+}
+
+// ------------------------------------------------------------ RoPE
+
+// One thread per rotation pair (i, i + D/2) of a row of x[B,T,NH,D]: it reads
+// both before writing both, so out may alias inp.
+PT_KERNEL void rope_k(float *out, const float *inp, const float *cos, const float *sin, int T, int NH, int D,
+                      size_t pairs, int backward, int bf16) {
+    const int h = D / 2;
+    EW_LOOP(p, pairs) {
+        const int i = (int)(p % h);
+        const size_t row = p / h;
+        const int t = (int)((row / NH) % T);
+        const float *cs = cos + (size_t)t * D, *sn = sin + (size_t)t * D;
+        const size_t base = row * D;
+        const float x1 = inp[base + i], x2 = inp[base + i + h];
+        float y1, y2;
+        if (backward) {  // R^T: dx1 = g1 cos + g2 sin', dx2 = g2 cos' - g1 sin
+            y1 = x1 * cs[i] + x2 * sn[i + h];
+            y2 = x2 * cs[i + h] - x1 * sn[i];
+        } else if (bf16) {  // HF: each product a bf16 tensor, then their bf16 sum
+            y1 = rb(rb(x1 * cs[i]) + rb((-x2) * sn[i]));
+            y2 = rb(rb(x2 * cs[i + h]) + rb(x1 * sn[i + h]));
+        } else {
+            y1 = x1 * cs[i] + (-x2) * sn[i];
+            y2 = x2 * cs[i + h] + x1 * sn[i + h];
+        }
+        out[base + i] = y1;
+        out[base + i + h] = y2;
+    }
+}
+
+// ------------------------------------------------------------ attention (flash style)
+//
+// Tiles of AT query rows x AT key rows in shared memory, rows padded to D+1
+// floats (conflict-free column reads). The forward keeps the output rows in
+// registers with an online softmax and saves logsumexp per row; the backward
+// recomputes probabilities from it: one kernel for dq (per query tile), one
+// for dk/dv (per key tile, looping over the query heads of its KV head, so
+// GQA needs no K/V copies and no atomics). Scores: thread (i = tid/32 + 8r,
+// j = tid%32); accumulators: thread (row tid/8, dims tid%8 + 8k).
+
+size_t att_fwd_smem(int D) { return sizeof(float) * (3 * AT * (D + 1) + AT * (AT + 1) + 3 * AT); }
+size_t att_dq_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + AT * (AT + 1) + 2 * AT); }
+size_t att_dkv_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + 2 * AT * (AT + 1) + 2 * AT); }
+
+// rows [r0, r0+AT) of x[B,T,NH,D] for (b, head) into tile[AT][D+1], zeros past T
+PT_DEVICE void load_tile(float *tile, const float *x, int b, int r0, int T, int NH, int head, int D) {
+    const int LD = D + 1;
+    for (int e = threadIdx.x; e < AT * D; e += blockDim.x) {
+        const int i = e / D, d = e % D, t = r0 + i;
+        tile[i * LD + d] = t < T ? x[(((size_t)b * T + t) * NH + head) * D + d] : 0.0f;
+    }
+}
+
+PT_DEVICE float dot_rows(const float *a, const float *b, int D) {
+    float s = 0;
+    for (int d = 0; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+PT_KERNEL void attn_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v, int T, int H,
+                          int KV, int D, float scale) {
+    PT_DYN_SMEM(float, smem);
+    const int LD = D + 1, SL = AT + 1;
+    float *Qs = smem, *Ks = Qs + AT * LD, *Vs = Ks + AT * LD, *Ss = Vs + AT * LD;
+    float *mrow = Ss + AT * SL, *lrow = mrow + AT, *arow = lrow + AT;
+    const int ntiles = (T + AT - 1) / AT;
+    const int tile = blockIdx.x % ntiles, bh = blockIdx.x / ntiles, b = bh / H, h = bh % H;
+    const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x;
+    const int lane = tid % 32, warp = tid / 32, orow = tid / 8, od = tid % 8;
+    load_tile(Qs, q, b, t0, T, H, h, D);
+    if (tid < AT) {
+        mrow[tid] = -INFINITY;
+        lrow[tid] = 0;
+    }
+    float acc[AT_PER];
+UNROLL
+    for (int kk = 0; kk < AT_PER; kk++) acc[kk] = 0;
+    const int kend = PT_MIN(T, t0 + AT);  // causal: keys 0 .. kend-1
+    for (int s0 = 0; s0 < kend; s0 += AT) {
+        __syncthreads();  // the previous tile is consumed
+        load_tile(Ks, k, b, s0, T, KV, kvh, D);
+        load_tile(Vs, v, b, s0, T, KV, kvh, D);
+        __syncthreads();
+        for (int r = 0; r < AT / 8; r++) {
+            const int i = warp + 8 * r, t = t0 + i, s = s0 + lane;
+            const float dot = dot_rows(Qs + i * LD, Ks + lane * LD, D);
+            Ss[i * SL + lane] = (t < T && s <= t) ? dot * scale : -INFINITY;
+        }
+        __syncthreads();
+        // online softmax: warp w owns rows 4w..4w+3, lanes are the tile's keys
+        for (int rr = 0; rr < AT / 8; rr++) {
+            const int i = warp * (AT / 8) + rr;
+            const float sc = Ss[i * SL + lane];
+            float mx = sc;
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float m_old = mrow[i], m_new = fmaxf(m_old, mx);
+            const float p = sc == -INFINITY ? 0.0f : expf(sc - m_new);
+            float ps = p;
+            for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+            Ss[i * SL + lane] = p;
+            __syncwarp(0xffffffffu);  // every lane has read mrow[i] before lane 0 updates it
+            if (lane == 0) {
+                const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+                lrow[i] = lrow[i] * alpha + ps;
+                mrow[i] = m_new;
+                arow[i] = alpha;
+            }
+        }
+        __syncthreads();
+        const float alpha = arow[orow];
+        const float *prow = Ss + orow * SL;
+UNROLL
+        for (int kk = 0; kk < AT_PER; kk++) {
+            const int d = od + 8 * kk;
+            if (d < D) {
+                float o = acc[kk] * alpha;
+                for (int j = 0; j < AT; j++) o += prow[j] * Vs[j * LD + d];
+                acc[kk] = o;
+            }
+        }
+    }
+    __syncthreads();
+    const int t = t0 + orow;
+    if (t < T) {
+        const float l = lrow[orow];
+        float *o = out + (((size_t)b * T + t) * H + h) * D;
+UNROLL
+        for (int kk = 0; kk < AT_PER; kk++) {
+            const int d = od + 8 * kk;
+            if (d < D) o[d] = acc[kk] / l;
+        }
+    }
+    if (tid < AT && t0 + tid < T) lse[(size_t)bh * T + t0 + tid] = mrow[tid] + logf(lrow[tid]);
+}
+
+// rowdot[b,h,t] = dout . out over the row (the softmax backward's sum p*dp)
+PT_KERNEL void attn_rowdot_k(float *rowdot, const float *dout, const float *out, int B, int T, int H, int D) {
+    EW_LOOP(r, (size_t)B * H * T) {
+        const int t = (int)(r % T), h = (int)((r / T) % H), b = (int)(r / ((size_t)T * H));
+        const size_t base = (((size_t)b * T + t) * H + h) * D;
+        float s = 0;
+        for (int d = 0; d < D; d++) s += dout[base + d] * out[base + d];
+        rowdot[r] = s;
+    }
+}
+
+// dS[i][j] = p (dp - rowdot_i) * scale for the tile pair; p = exp(s - lse_i).
+// Qs/dOs hold query rows t0.., Ks/Vs key rows s0..; returns via the arrays.
+PT_DEVICE void attn_tile_grads(float *Ps, float *dSs, const float *Qs, const float *dOs, const float *Ks,
+                               const float *Vs, const float *lse_s, const float *rd_s, int t0, int s0, int T,
+                               int D, float scale) {
+    const int LD = D + 1, SL = AT + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int r = 0; r < AT / 8; r++) {
+        const int i = warp + 8 * r, t = t0 + i, s = s0 + lane;
+        float p = 0, ds = 0;
+        if (t < T && s <= t) {
+            p = expf(dot_rows(Qs + i * LD, Ks + lane * LD, D) * scale - lse_s[i]);
+            const float dp = dot_rows(dOs + i * LD, Vs + lane * LD, D);
+            ds = p * (dp - rd_s[i]) * scale;
+        }
+        if (Ps) Ps[i * SL + lane] = p;
+        dSs[i * SL + lane] = ds;
+    }
+}
+
+PT_KERNEL void attn_bwd_dq_k(float *dq, const float *dout, const float *q, const float *k, const float *v,
+                             const float *lse, const float *rowdot, int T, int H, int KV, int D, float scale) {
+    PT_DYN_SMEM(float, smem);
+    const int LD = D + 1, SL = AT + 1;
+    float *Qs = smem, *dOs = Qs + AT * LD, *Ks = dOs + AT * LD, *Vs = Ks + AT * LD, *dSs = Vs + AT * LD;
+    float *lse_s = dSs + AT * SL, *rd_s = lse_s + AT;
+    const int ntiles = (T + AT - 1) / AT;
+    const int tile = blockIdx.x % ntiles, bh = blockIdx.x / ntiles, b = bh / H, h = bh % H;
+    const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x, orow = tid / 8, od = tid % 8;
+    load_tile(Qs, q, b, t0, T, H, h, D);
+    load_tile(dOs, dout, b, t0, T, H, h, D);
+    if (tid < AT) {
+        const int t = t0 + tid;
+        lse_s[tid] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
+        rd_s[tid] = t < T ? rowdot[(size_t)bh * T + t] : 0.0f;
+    }
+    float acc[AT_PER];
+UNROLL
+    for (int kk = 0; kk < AT_PER; kk++) acc[kk] = 0;
+    const int kend = PT_MIN(T, t0 + AT);
+    for (int s0 = 0; s0 < kend; s0 += AT) {
+        __syncthreads();
+        load_tile(Ks, k, b, s0, T, KV, kvh, D);
+        load_tile(Vs, v, b, s0, T, KV, kvh, D);
+        __syncthreads();
+        attn_tile_grads(NULL, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
+        __syncthreads();
+        const float *dsrow = dSs + orow * SL;
+UNROLL
+        for (int kk = 0; kk < AT_PER; kk++) {
+            const int d = od + 8 * kk;
+            if (d < D) {
+                float a = acc[kk];
+                for (int j = 0; j < AT; j++) a += dsrow[j] * Ks[j * LD + d];
+                acc[kk] = a;
+            }
+        }
+    }
+    const int t = t0 + orow;
+    if (t < T) {
+        float *o = dq + (((size_t)b * T + t) * H + h) * D;
+UNROLL
+        for (int kk = 0; kk < AT_PER; kk++) {
+            const int d = od + 8 * kk;
+            if (d < D) o[d] = acc[kk];
+        }
+    }
+}
+
+// One block per (b, KV head, key tile): the query heads of the group in
+// order, each over the query tiles at or after the key tile (causal).
+PT_KERNEL void attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const float *q, const float *k,
+                              const float *v, const float *lse, const float *rowdot, int T, int H, int KV, int D,
+                              float scale) {
+    PT_DYN_SMEM(float, smem);
+    const int LD = D + 1, SL = AT + 1;
+    float *Ks = smem, *Vs = Ks + AT * LD, *Qs = Vs + AT * LD, *dOs = Qs + AT * LD, *Ps = dOs + AT * LD;
+    float *dSs = Ps + AT * SL, *lse_s = dSs + AT * SL, *rd_s = lse_s + AT;
+    const int ntiles = (T + AT - 1) / AT;
+    const int tile = blockIdx.x % ntiles, bkv = blockIdx.x / ntiles, b = bkv / KV, kvh = bkv % KV;
+    const int g = H / KV, s0 = tile * AT, tid = threadIdx.x, krow = tid / 8, od = tid % 8;
+    load_tile(Ks, k, b, s0, T, KV, kvh, D);
+    load_tile(Vs, v, b, s0, T, KV, kvh, D);
+    float ak[AT_PER], av[AT_PER];
+UNROLL
+    for (int kk = 0; kk < AT_PER; kk++) ak[kk] = av[kk] = 0;
+    for (int h = kvh * g; h < (kvh + 1) * g; h++) {
+        const size_t bh = (size_t)b * H + h;
+        for (int t0 = s0; t0 < T; t0 += AT) {
+            __syncthreads();
+            load_tile(Qs, q, b, t0, T, H, h, D);
+            load_tile(dOs, dout, b, t0, T, H, h, D);
+            if (tid < AT) {
+                const int t = t0 + tid;
+                lse_s[tid] = t < T ? lse[bh * T + t] : 0.0f;
+                rd_s[tid] = t < T ? rowdot[bh * T + t] : 0.0f;
+            }
+            __syncthreads();
+            attn_tile_grads(Ps, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
+            __syncthreads();
+UNROLL
+            for (int kk = 0; kk < AT_PER; kk++) {
+                const int d = od + 8 * kk;
+                if (d < D) {
+                    float a = ak[kk], c = av[kk];
+                    for (int i = 0; i < AT; i++) {
+                        a += dSs[i * SL + krow] * Qs[i * LD + d];
+                        c += Ps[i * SL + krow] * dOs[i * LD + d];
+                    }
+                    ak[kk] = a;
+                    av[kk] = c;
+                }
+            }
+        }
+    }
+    const int s = s0 + krow;
+    if (s < T) {
+        const size_t base = (((size_t)b * T + s) * KV + kvh) * D;
+UNROLL
+        for (int kk = 0; kk < AT_PER; kk++) {
+            const int d = od + 8 * kk;
+            if (d < D) {
+                dk[base + d] = ak[kk];
+                dv[base + d] = av[kk];
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ SwiGLU, add, scale
+
+// silu as cpu-ref computes it: x / (1 + exp(-x)) in double, rounded once.
+PT_DEVICE float silu(float x) { return (float)(x / (1.0 + exp(-(double)x))); }
+
+PT_KERNEL void swiglu_fwd_k(float *out, const float *gate, const float *up, size_t n, int bf16) {
+    EW_LOOP(i, n) out[i] = bf16 ? rb(rb(silu(gate[i])) * up[i]) : silu(gate[i]) * up[i];
+}
+PT_KERNEL void swiglu_bwd_k(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                            size_t n) {
+    EW_LOOP(i, n) {
+        const float x = gate[i];
+        const float sg = (float)(1.0 / (1.0 + exp(-(double)x)));
+        const float s = x * sg;
+        const float g = dout[i], u = up[i];  // read before writing: dgate/dup may alias dout
+        dup[i] = g * s;
+        dgate[i] = g * u * (sg * (1 + x * (1 - sg)));
+    }
+}
+PT_KERNEL void add_k(float *out, const float *a, const float *b, size_t n) {
+    EW_LOOP(i, n) out[i] = a[i] + b[i];
+}
+PT_KERNEL void scale_k(float *x, float s, size_t n) {
+    EW_LOOP(i, n) x[i] *= s;
+}
+
+// ------------------------------------------------------------ cross-entropy rows
+
+// One block per row of a chunk's logits l[V] (row n of the batch): bf16
+// rounding under casts, the loss in double (row_loss[n]) and, with grad, the
+// row's d(loss)*scale in place of the logits. As cpu-ref row for row.
+PT_KERNEL void xent_rows_k(float *logits, int V, const int32_t *targets, double *row_loss, int n0, float scale,
+                           int grad, int bf16) {
+    __shared__ float shf[32];
+    __shared__ double shd[RED];
+    const int r = blockIdx.x, n = n0 + r, tid = threadIdx.x;
+    float *l = logits + (size_t)r * V;
+    const int32_t tg = targets[n];
+    if (bf16) {  // bf16 logits, then HF's logits.float() loss
+        for (int j = tid; j < V; j += blockDim.x) l[j] = rb(l[j]);
+        __syncthreads();
+    }
+    if (tg < 0) {  // ignored row (-100): no loss, no gradient
+        for (int j = tid; j < V; j += blockDim.x) l[j] = 0;
+        if (tid == 0) row_loss[n] = 0;
+        return;
+    }
+    const float lt = l[tg];
+    float mx = -INFINITY;
+    for (int j = tid; j < V; j += blockDim.x) mx = fmaxf(mx, l[j]);
+    mx = block_max(mx, shf);
+    double se = 0;
+    for (int j = tid; j < V; j += blockDim.x) se += exp((double)(l[j] - mx));
+    se = block_sum_d(se, shd);
+    const double lse = (double)mx + log(se);
+    if (tid == 0) row_loss[n] = lse - (double)lt;
+    if (!grad) return;
+    for (int j = tid; j < V; j += blockDim.x) {
+        float gj = (float)exp((double)l[j] - lse) * scale;
+        if (j == tg) gj -= scale;
+        l[j] = bf16 ? rb(gj) : gj;  // bf16: the gradient flows back through .float()
+    }
+}
+
+// ------------------------------------------------------------ optimizer
+
+// partial[b] = sum of squares of g[b*SS_BLOCK ..) in double, a fixed tree
+PT_KERNEL void sumsq_part_k(double *partial, const float *g, size_t n) {
+    __shared__ double sh[RED];
+    const size_t base = (size_t)blockIdx.x * SS_BLOCK;
+    double s = 0;
+    for (int k = 0; k < SS_BLOCK / RED; k++) {
+        const size_t i = base + threadIdx.x + (size_t)k * RED;
+        if (i < n) s += (double)g[i] * (double)g[i];
+    }
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+// out[0] = sum of partial[0..np), one block: strided per-thread sums, then the tree
+PT_KERNEL void sum_doubles_k(double *out, const double *partial, size_t np) {
+    __shared__ double sh[RED];
+    double s = 0;
+    for (size_t i = threadIdx.x; i < np; i += RED) s += partial[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) out[0] = s;
+}
+
+// PyTorch AdamW, the operation order and types of cpu-ref (sqrt and the
+// denominator in double there, since sqrt() takes a double).
+PT_KERNEL void adamw_k(float *p, const float *g, float *m, float *v, size_t n, float decay, float w1, float b2,
+                       float w2, float step_size, float bc2_sqrt, float eps) {
+    EW_LOOP(i, n) {
+        const float gi = g[i];
+        float pi = p[i] * decay;
+        const float mi = m[i] + w1 * (gi - m[i]);
+        const float vi = v[i] * b2 + w2 * (gi * gi);
+        const float denom = (float)(sqrt((double)vi) / (double)bc2_sqrt + (double)eps);
+        pi += -step_size * (mi / denom);
+        p[i] = pi;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+// ------------------------------------------------------------ GEMM
+
+// C[m,n] = alpha * op(A) op(B) + beta * C in cuBLAS's column-major terms
+// (beta == 0: C not read). bf16: A and B are bf16 bit patterns (uint16_t),
+// fp32 accumulation; else fp32, on TF32 tensor cores when be->tf32.
+void gemm(pt_backend *be, bool ta, bool tb, int m, int n, int k, const void *A, int lda, const void *B, int ldb,
+          float beta, float *C, int ldc, bool bf16) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {  // empty sum: C = beta * C; our callers have contiguous C (ldc == m)
+        if (beta == 0.0f) CK(cudaMemsetAsync(C, 0, sizeof(float) * (size_t)m * n, S(be)->stream));
+        return;
+    }
+    const float alpha = 1.0f;
+#ifdef PT_CUDA_SIM
+    if (bf16)
+        pt_sim_gemm_bf16(ta, tb, m, n, k, alpha, (const uint16_t *)A, lda, (const uint16_t *)B, ldb, beta, C, ldc);
+    else
+        pt_sim_gemm_f32(ta, tb, m, n, k, alpha, (const float *)A, lda, (const float *)B, ldb, beta, C, ldc, be->tf32);
+#else
+    const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t ct = !bf16 && be->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasStatus_t st = cublasGemmEx(S(be)->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m,
+                                     n, k, &alpha, A, in, lda, B, in, ldb, &beta, C, CUDA_R_32F, ldc, ct,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) fail("cublasGemmEx", cublasGetStatusString(st));
+#endif
+}
+
+// Row-major products of the backend contract, as column-major GEMMs.
+// out[N,OC] = inp[N,C] @ w[OC,C]^T
+void mm_fwd(pt_backend *be, float *out, const void *inp, const void *w, int N, int C, int OC, bool bf16) {
+    gemm(be, true, false, OC, N, C, w, C, inp, C, 0.0f, out, OC, bf16);
+}
+// dinp[N,C] (+)= dout[N,OC] @ w[OC,C]
+void mm_dinp(pt_backend *be, float *dinp, const void *dout, const void *w, int N, int C, int OC, float beta,
+             bool bf16) {
+    gemm(be, false, false, C, N, OC, w, C, dout, OC, beta, dinp, C, bf16);
+}
+// dw[OC,C] += dout[N,OC]^T @ inp[N,C]
+void mm_dw(pt_backend *be, float *dw, const void *dout, const void *inp, int N, int C, int OC, bool bf16) {
+    gemm(be, false, true, C, OC, N, inp, C, dout, OC, 1.0f, dw, C, bf16);
+}
+
+// ------------------------------------------------------------ memory
+
+void *cu_alloc(pt_backend *be, size_t bytes) {
+    void *p = NULL;
+    const size_t n = bytes ? bytes : 16;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "portatrain: error: %s: cannot allocate %zu bytes of device memory: %s\n", PT_CUDA_NAME, n,
+                cudaGetErrorString(e));
+        exit(1);
+    }
+    CK(cudaMemsetAsync(p, 0, n, S(be)->stream));
+    return p;
+}
+void cu_free(pt_backend *be, void *p) {
+    if (!p) return;
+    CK(cudaStreamSynchronize(S(be)->stream));
+    CK(cudaFree(p));
+}
+void cu_upload(pt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, S(be)->stream));
+    CK(cudaStreamSynchronize(S(be)->stream));  // the host buffer may be reused on return
+}
+void cu_download(pt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, S(be)->stream));
+    CK(cudaStreamSynchronize(S(be)->stream));
+}
+void cu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+    cuda_state *s = S(be);
+    const char *d = (const char *)dst, *sr = (const char *)src;
+    if (d < sr + bytes && sr < d + bytes) {  // overlap (memmove semantics): through a scratch buffer
+        void *tmp = grow(s, &s->bounce, bytes);
+        CK(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, s->stream));
+        src = tmp;
+    }
+    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream));
+}
+void cu_zero(pt_backend *be, void *dst, size_t bytes) {
+    if (bytes) CK(cudaMemsetAsync(dst, 0, bytes, S(be)->stream));
+}
+void cu_sync(pt_backend *be) { CK(cudaStreamSynchronize(S(be)->stream)); }
+
+// ------------------------------------------------------------ kernel wrappers
+
+void cu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const float *wte, int N, int C) {
+    const size_t n = (size_t)N * C;
+    if (!n) return;
+    PT_LAUNCH(embedding_fwd_k, ew_grid(n), EW, 0, S(be)->stream, out, ids, wte, N, C);
+    check_launch("embedding_forward");
+}
+void cu_embedding_backward(pt_backend *be, float *dwte, const float *dout, const int32_t *ids, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    PT_LAUNCH(embedding_bwd_k, (C + 127) / 128, 128, 0, S(be)->stream, dwte, dout, ids, N, C);
+    check_launch("embedding_backward");
+}
+
+void cu_matmul_forward(pt_backend *be, float *out, const float *inp, const float *w, int N, int C, int OC) {
+    mm_fwd(be, out, inp, w, N, C, OC, false);
+}
+void cu_matmul_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                        int N, int C, int OC) {
+    if (dinp) mm_dinp(be, dinp, dout, w, N, C, OC, 1.0f, false);
+    mm_dw(be, dw, dout, inp, N, C, OC, false);
+}
+
+void cu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps) {
+    if (N <= 0) return;
+    PT_LAUNCH_SYNC(rmsnorm_fwd_k, N, RED, 0, S(be)->stream, out, rstd, inp, w, C, eps, (int)be->bf16_casts);
+    check_launch("rmsnorm_forward");
+}
+void cu_rmsnorm_backward(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int N, int C) {
+    if (N <= 0) return;
+    cuda_state *s = S(be);
+    PT_LAUNCH_SYNC(rmsnorm_bwd_dinp_k, N, RED, 0, s->stream, dinp, dout, inp, w, rstd, C);
+    check_launch("rmsnorm_backward (dinp)");
+    const int P = (N + RMS_ROWS - 1) / RMS_ROWS;
+    float *part = (float *)grow(s, &s->rms_part, sizeof(float) * (size_t)P * C);
+    PT_LAUNCH(rmsnorm_bwd_dw_part_k, dim3((C + 127) / 128, P), 128, 0, s->stream, part, dout, inp, rstd, N, C);
+    check_launch("rmsnorm_backward (dw partials)");
+    PT_LAUNCH(rmsnorm_bwd_dw_sum_k, (C + 127) / 128, 128, 0, s->stream, dw, part, P, C);
+    check_launch("rmsnorm_backward (dw)");
+}
+
+void rope(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B, int T, int NH,
+          int D, int backward) {
+    const size_t pairs = (size_t)B * T * NH * (D / 2);
+    if (!pairs) return;
+    PT_LAUNCH(rope_k, ew_grid(pairs), EW, 0, S(be)->stream, out, inp, cos, sin, T, NH, D, pairs, backward,
+              (int)(be->bf16_casts && !backward));
+    check_launch(backward ? "rope_backward" : "rope_forward");
+}
+void cu_rope_forward(pt_backend *be, float *out, const float *inp, const float *cos, const float *sin, int B, int T,
+                     int NH, int D) {
+    rope(be, out, inp, cos, sin, B, T, NH, D, 0);
+}
+void cu_rope_backward(pt_backend *be, float *dinp, const float *dout, const float *cos, const float *sin, int B,
+                      int T, int NH, int D) {
+    rope(be, dinp, dout, cos, sin, B, T, NH, D, 1);
+}
+
+// saved = logsumexp per (b, h, t)
+size_t cu_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) { return (size_t)B * H * T; }
+
+// Checks the head dim and the GQA ratio, and opts the kernel into `bytes` of
+// dynamic shared memory where that is above the default 48 KiB.
+template <typename K>
+void attn_prepare(pt_backend *be, K kernel, int which, size_t bytes, int H, int KV, int D) {
+    cuda_state *s = S(be);
+    if (D < 1 || D > AT_MAX_D || KV < 1 || H % KV) {
+        fprintf(stderr, "portatrain: error: %s: attention needs 1 <= head_dim <= %d and heads (%d) a multiple of "
+                        "KV heads (%d); head_dim is %d\n", PT_CUDA_NAME, AT_MAX_D, H, KV, D);
+        exit(1);
+    }
+    if (bytes > s->smem_optin) {
+        fprintf(stderr, "portatrain: error: %s: attention with head_dim %d needs %zu KiB of shared memory per block; "
+                        "the device allows %zu KiB\n", PT_CUDA_NAME, D, bytes >> 10, s->smem_optin >> 10);
+        exit(1);
+    }
+    if (bytes > (48u << 10) && bytes > s->smem_set[which]) {
+        CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        s->smem_set[which] = bytes;
+    }
+}
+
+void cu_attention_forward(pt_backend *be, float *out, float *saved, const float *q, const float *k, const float *v,
+                          int B, int T, int H, int KV, int D) {
+    if (B <= 0 || T <= 0 || H <= 0) return;
+    const size_t smem = att_fwd_smem(D);
+    attn_prepare(be, attn_fwd_k, 0, smem, H, KV, D);
+    const unsigned blocks = (unsigned)((size_t)B * H * ((T + AT - 1) / AT));
+    const float scale = (float)(1.0 / sqrt((double)D));
+    PT_LAUNCH_SYNC(attn_fwd_k, blocks, AT_THREADS, smem, S(be)->stream, out, saved, q, k, v, T, H, KV, D, scale);
+    check_launch("attention_forward");
+}
+
+void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *out, const float *saved, int B, int T, int H,
+                           int KV, int D) {
+    if (B <= 0 || T <= 0 || H <= 0) return;
+    cuda_state *s = S(be);
+    const size_t rows = (size_t)B * H * T;
+    float *rd = (float *)grow(s, &s->rowdot, sizeof(float) * rows);
+    PT_LAUNCH(attn_rowdot_k, ew_grid(rows), EW, 0, s->stream, rd, dout, out, B, T, H, D);
+    check_launch("attention_backward (rowdot)");
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const int ntiles = (T + AT - 1) / AT;
+    const size_t smem_dq = att_dq_smem(D), smem_dkv = att_dkv_smem(D);
+    attn_prepare(be, attn_bwd_dq_k, 1, smem_dq, H, KV, D);
+    attn_prepare(be, attn_bwd_dkv_k, 2, smem_dkv, H, KV, D);
+    PT_LAUNCH_SYNC(attn_bwd_dq_k, (unsigned)((size_t)B * H * ntiles), AT_THREADS, smem_dq, s->stream, dq, dout, q, k,
+                   v, saved, rd, T, H, KV, D, scale);
+    check_launch("attention_backward (dq)");
+    PT_LAUNCH_SYNC(attn_bwd_dkv_k, (unsigned)((size_t)B * KV * ntiles), AT_THREADS, smem_dkv, s->stream, dk, dv,
+                   dout, q, k, v, saved, rd, T, H, KV, D, scale);
+    check_launch("attention_backward (dk, dv)");
+}
+
+void cu_swiglu_forward(pt_backend *be, float *out, const float *gate, const float *up, size_t n) {
+    if (!n) return;
+    PT_LAUNCH(swiglu_fwd_k, ew_grid(n), EW, 0, S(be)->stream, out, gate, up, n, (int)be->bf16_casts);
+    check_launch("swiglu_forward");
+}
+void cu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
+                        const float *up, size_t n) {
+    if (!n) return;
+    PT_LAUNCH(swiglu_bwd_k, ew_grid(n), EW, 0, S(be)->stream, dgate, dup, dout, gate, up, n);
+    check_launch("swiglu_backward");
+}
+void cu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    if (!n) return;
+    PT_LAUNCH(add_k, ew_grid(n), EW, 0, S(be)->stream, out, a, b, n);
+    check_launch("add");
+}
+void cu_scale(pt_backend *be, float *x, float sc, size_t n) {
+    if (!n) return;
+    PT_LAUNCH(scale_k, ew_grid(n), EW, 0, S(be)->stream, x, sc, n);
+    check_launch("scale");
+}
+void cu_round_bf16(pt_backend *be, float *dst, const float *src, size_t n) {
+    if (!n) return;
+    PT_LAUNCH(round_bf16_k, ew_grid(n), EW, 0, S(be)->stream, dst, src, n);
+    check_launch("round_bf16");
+}
+void cu_pack_bf16(pt_backend *be, uint16_t *dst, const float *src, size_t n) {
+    if (!n) return;
+    PT_LAUNCH(pack_bf16_k, ew_grid(n), EW, 0, S(be)->stream, dst, src, n);
+    check_launch("pack_bf16");
+}
+// src (bf16-exact) packed into a scratch buffer
+uint16_t *pack_scratch(pt_backend *be, scratch *sc, const float *src, size_t n) {
+    uint16_t *p = (uint16_t *)grow(S(be), sc, sizeof(uint16_t) * n);
+    cu_pack_bf16(be, p, src, n);
+    return p;
+}
+
+void cu_matmul_forward_bf16(pt_backend *be, float *out, const float *inp, const float *w, const uint16_t *w16, int N,
+                            int C, int OC) {
+    cuda_state *s = S(be);
+    const uint16_t *x16 = pack_scratch(be, &s->x16, inp, (size_t)N * C);
+    mm_fwd(be, out, x16, w16, N, C, OC, true);
+}
+void cu_matmul_backward_bf16(pt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const uint16_t *w16, int N, int C, int OC) {
+    cuda_state *s = S(be);
+    const uint16_t *g16 = pack_scratch(be, &s->g16, dout, (size_t)N * OC);
+    if (dinp) mm_dinp(be, dinp, g16, w16, N, C, OC, 1.0f, true);
+    const uint16_t *x16 = pack_scratch(be, &s->x16, inp, (size_t)N * C);
+    mm_dw(be, dw, g16, x16, N, C, OC, true);
+}
+
+// Rows of the lm_head in chunks of R: logits[R,V] (cuBLAS) into one scratch,
+// xent_rows_k turns them into loss and gradient in place, then dinp[chunk] =
+// g @ w (overwrite) and dw += g^T @ inp[chunk]. The full [N,V] logits never
+// exist. w16 != NULL: the bf16 GEMMs on packed operands (the casts make the
+// gradient bf16-exact, so packing it is lossless).
+void xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp, const float *w,
+          const uint16_t *w16, const int32_t *targets, int N, int C, int V, float scale) {
+    cuda_state *s = S(be);
+    *loss_sum = 0;
+    if (N <= 0) return;
+    int R = s->xent_rows ? s->xent_rows : (int)PT_MAX((size_t)1, XENT_SCRATCH / (sizeof(float) * (size_t)V));
+    R = PT_MIN(R, N);
+    float *lg = (float *)grow(s, &s->logits, sizeof(float) * (size_t)R * V);
+    double *rl = (double *)grow(s, &s->row_loss, sizeof(double) * (size_t)N);
+    const bool bf16 = w16 != NULL, grad = dinp != NULL;
+    for (int n0 = 0; n0 < N; n0 += R) {
+        const int nc = PT_MIN(R, N - n0);
+        const float *x = inp + (size_t)n0 * C;
+        const void *xa = x, *wa = w;
+        if (bf16) {
+            xa = pack_scratch(be, &s->x16, x, (size_t)nc * C);
+            wa = w16;
+        }
+        mm_fwd(be, lg, xa, wa, nc, C, V, bf16);
+        PT_LAUNCH_SYNC(xent_rows_k, nc, RED, 0, s->stream, lg, V, targets, rl, n0, scale, (int)grad,
+                       (int)be->bf16_casts);
+        check_launch("lm_head_xent (rows)");
+        if (!grad) continue;
+        const void *ga = lg;
+        if (bf16) ga = pack_scratch(be, &s->g16, lg, (size_t)nc * V);
+        mm_dinp(be, dinp + (size_t)n0 * C, ga, wa, nc, C, V, 0.0f, bf16);
+        mm_dw(be, dw, ga, xa, nc, C, V, bf16);
+    }
+    if (s->host_loss_n < (size_t)N) {
+        s->host_loss = (double *)pt_realloc(s->host_loss, sizeof(double) * N);
+        s->host_loss_n = N;
+    }
+    cu_download(be, s->host_loss, rl, sizeof(double) * N);
+    double total = 0;
+    for (int n = 0; n < N; n++) total += s->host_loss[n];  // row order, as cpu-ref
+    *loss_sum = total;
+}
+void cu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp, const float *w,
+                     const int32_t *targets, int N, int C, int V, float scale) {
+    xent(be, loss_sum, dinp, dw, inp, w, NULL, targets, N, C, V, scale);
+}
+void cu_lm_head_xent_bf16(pt_backend *be, double *loss_sum, float *dinp, float *dw, const float *inp, const float *w,
+                          const uint16_t *w16, const int32_t *targets, int N, int C, int V, float scale) {
+    xent(be, loss_sum, dinp, dw, inp, w, w16, targets, N, C, V, scale);
+}
+
+void cu_sum_squares(pt_backend *be, double *out, const float *g, size_t n) {
+    cuda_state *s = S(be);
+    *out = 0;
+    if (!n) return;
+    const size_t nb = (n + SS_BLOCK - 1) / SS_BLOCK;
+    double *part = (double *)grow(s, &s->partial, sizeof(double) * nb);
+    double *tot = (double *)grow(s, &s->total, sizeof(double));
+    PT_LAUNCH_SYNC(sumsq_part_k, (unsigned)nb, RED, 0, s->stream, part, g, n);
+    check_launch("sum_squares (partials)");
+    PT_LAUNCH_SYNC(sum_doubles_k, 1, RED, 0, s->stream, tot, part, nb);
+    check_launch("sum_squares (total)");
+    cu_download(be, out, tot, sizeof(double));
+}
+
+void cu_adamw(pt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+              float beta2, float eps, float weight_decay, int t) {
+    if (!n) return;
+    // the scalars exactly as cpu-ref computes them
+    const float decay = (float)(1.0 - (double)lr * weight_decay);
+    const float w1 = (float)(1.0 - beta1), b2 = beta2, w2 = (float)(1.0 - beta2);
+    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    PT_LAUNCH(adamw_k, ew_grid(n), EW, 0, S(be)->stream, p, g, m, v, n, decay, w1, b2, w2, step_size, bc2_sqrt, eps);
+    check_launch("adamw");
+}
+
+// ------------------------------------------------------------ create / destroy
+
+void free_scratch(scratch *sc) {
+    if (sc->p) cudaFree(sc->p);
+    sc->p = NULL;
+    sc->bytes = 0;
+}
+
+void cu_destroy(pt_backend *be) {
+    cuda_state *s = S(be);
+    if (s) {
+        if (s->stream) cudaStreamSynchronize(s->stream);
+        scratch *sc[] = {&s->x16, &s->g16, &s->logits, &s->row_loss, &s->partial,
+                         &s->total, &s->rowdot, &s->rms_part, &s->bounce};
+        for (size_t i = 0; i < PT_ARRAY_LEN(sc); i++) free_scratch(sc[i]);
+#ifndef PT_CUDA_SIM
+        if (s->blas) cublasDestroy(s->blas);
+        if (s->blas_ws) cudaFree(s->blas_ws);
+#endif
+        if (s->stream) cudaStreamDestroy(s->stream);
+        free(s->host_loss);
+        free(s);
+    }
+    free(be);
+}
+
+// The local rank of a multi-process launch (mpirun, srun, torchrun), else 0.
+int local_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(vars); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v) > 0 ? atoi(v) : 0;
+    }
+    return 0;
+}
+
+void describe(char *buf, size_t n, const cudaDeviceProp &p) {
+    snprintf(buf, n, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor, p.multiProcessorCount,
+             (double)p.totalGlobalMem / 1073741824.0);
+}
+
+}  // namespace
+
+// "cuda" (device = local rank modulo the device count) or "cuda:N".
+extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
+    long want = -1;
+    if (suffix && *suffix) {
+        char *end;
+        want = suffix[0] == ':' ? strtol(suffix + 1, &end, 10) : -1;
+        if (suffix[0] != ':' || end == suffix + 1 || *end || want < 0) {
+            pt_set_error("backend '%s%s': expected %s or %s:DEVICE with an index from `portatrain devices`",
+                         PT_CUDA_NAME, suffix, PT_CUDA_NAME, PT_CUDA_NAME);
+            return NULL;
+        }
+    }
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        pt_set_error("backend '%s': no CUDA device (%s)", PT_CUDA_NAME,
+                     e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+        return NULL;
+    }
+    if (want >= count) {
+        pt_set_error("backend '%s%s': no CUDA device %ld (%d found; see `portatrain devices`)", PT_CUDA_NAME, suffix,
+                     want, count);
+        return NULL;
+    }
+    const int dev = want >= 0 ? (int)want : local_rank() % count;
+    int xent_rows = 0;
+    const char *xr = getenv("PT_CUDA_XENT_ROWS");
+    if (xr && *xr) {
+        char *end;
+        long r = strtol(xr, &end, 10);
+        if (*end || r < 1 || r > (1 << 24)) {
+            pt_set_error("PT_CUDA_XENT_ROWS '%s': expected a positive number of rows", xr);
+            return NULL;
+        }
+        xent_rows = (int)r;
+    }
+    e = cudaSetDevice(dev);
+    cudaDeviceProp prop;
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
+    if (e != cudaSuccess) {
+        pt_set_error("backend '%s': device %d: %s", PT_CUDA_NAME, dev, cudaGetErrorString(e));
+        return NULL;
+    }
+    cuda_state *s = (cuda_state *)pt_calloc(1, sizeof *s);
+    pt_backend *be = (pt_backend *)pt_calloc(1, sizeof *be);
+    be->impl = s;
+    s->device = dev;
+    s->xent_rows = xent_rows;
+    s->smem_optin = prop.sharedMemPerBlockOptin;
+    e = cudaStreamCreate(&s->stream);
+    if (e != cudaSuccess) {
+        pt_set_error("backend '%s': device %d: cannot create a stream: %s", PT_CUDA_NAME, dev, cudaGetErrorString(e));
+        cu_destroy(be);
+        return NULL;
+    }
+#ifndef PT_CUDA_SIM
+    cublasStatus_t st = cublasCreate(&s->blas);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(s->blas, s->stream);
+    if (st == CUBLAS_STATUS_SUCCESS && cudaMalloc(&s->blas_ws, BLAS_WORKSPACE) != cudaSuccess)
+        st = CUBLAS_STATUS_ALLOC_FAILED;
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(s->blas, s->blas_ws, BLAS_WORKSPACE);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetAtomicsMode(s->blas, CUBLAS_ATOMICS_NOT_ALLOWED);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        pt_set_error("backend '%s': device %d: cuBLAS: %s", PT_CUDA_NAME, dev, cublasGetStatusString(st));
+        cu_destroy(be);
+        return NULL;
+    }
+#endif
+    char desc[320];
+    describe(desc, sizeof desc, prop);
+    snprintf(be->device, sizeof be->device, "%s %d: %s", PT_CUDA_NAME, dev, desc);
+    be->name = PT_CUDA_NAME;
+    be->host_memory = false;
+    be->stream = (void *)s->stream;
+    be->alloc = cu_alloc;
+    be->free = cu_free;
+    be->upload = cu_upload;
+    be->download = cu_download;
+    be->copy = cu_copy;
+    be->zero = cu_zero;
+    be->synchronize = cu_sync;
+    be->destroy = cu_destroy;
+    be->embedding_forward = cu_embedding_forward;
+    be->embedding_backward = cu_embedding_backward;
+    be->matmul_forward = cu_matmul_forward;
+    be->matmul_backward = cu_matmul_backward;
+    be->rmsnorm_forward = cu_rmsnorm_forward;
+    be->rmsnorm_backward = cu_rmsnorm_backward;
+    be->rope_forward = cu_rope_forward;
+    be->rope_backward = cu_rope_backward;
+    be->attention_saved_floats = cu_attention_saved_floats;
+    be->attention_forward = cu_attention_forward;
+    be->attention_backward = cu_attention_backward;
+    be->swiglu_forward = cu_swiglu_forward;
+    be->swiglu_backward = cu_swiglu_backward;
+    be->add = cu_add;
+    be->lm_head_xent = cu_lm_head_xent;
+    be->sum_squares = cu_sum_squares;
+    be->scale = cu_scale;
+    be->adamw = cu_adamw;
+    be->round_bf16 = cu_round_bf16;
+    be->pack_bf16 = cu_pack_bf16;
+    be->matmul_forward_bf16 = cu_matmul_forward_bf16;
+    be->matmul_backward_bf16 = cu_matmul_backward_bf16;
+    be->lm_head_xent_bf16 = cu_lm_head_xent_bf16;
+    return be;
+}
+
+// 0 when there is a device, else -1 with create's no-device error. Only
+// counts devices: no context is created (a probing parent process, e.g.
+// accept, must not hold one on a GPU that its children train on).
+extern "C" int PT_CUDA_PROBE(void) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaSuccess && count > 0) return 0;
+    pt_set_error("backend '%s': no CUDA device (%s)", PT_CUDA_NAME,
+                 e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+    return -1;
+}
+
+// `portatrain devices`: one line per device, or why there is none.
+extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        fprintf(f, "%-12s no CUDA device: %s\n", PT_CUDA_NAME,
+                e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+        return 0;
+    }
+    for (int d = 0; d < count; d++) {
+        cudaDeviceProp prop;
+        char name[32], desc[320];
+        snprintf(name, sizeof name, "%s:%d", PT_CUDA_NAME, d);
+        if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+            fprintf(f, "%-12s (properties unavailable)\n", name);
+            continue;
+        }
+        describe(desc, sizeof desc, prop);
+        fprintf(f, "%-12s %s\n", name, desc);
+    }
+    return count;
+}
