@@ -1062,6 +1062,11 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
         pt_set_error("backend '%s': device %d: %s", PT_CUDA_NAME, dev, cudaGetErrorString(e));
         return NULL;
     }
+    if (prop.major < 8) {  // the build has SASS/PTX for sm_80 and sm_90 only; bf16 GemmEx needs sm_80+
+        pt_set_error("backend '%s': device %d (%s) is sm_%d%d; the cuda backend needs compute capability 8.0 "
+                     "(sm_80, Ampere) or newer", PT_CUDA_NAME, dev, prop.name, prop.major, prop.minor);
+        return NULL;
+    }
     cuda_state *s = (cuda_state *)pt_calloc(1, sizeof *s);
     pt_backend *be = (pt_backend *)pt_calloc(1, sizeof *be);
     be->impl = s;
