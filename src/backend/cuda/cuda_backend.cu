@@ -686,7 +686,14 @@ void mm_dw(pt_backend *be, float *dw, const void *dout, const void *inp, int N, 
 
 // ------------------------------------------------------------ memory
 
+// The memory entry points make the backend's device current first, so a
+// backend may be used from a host thread other than the one that created it
+// (the CUDA current device is per host thread). Kernel wrappers do not: a
+// step's ops run on the thread that allocated its tensors.
+void set_dev(pt_backend *be) { CK(cudaSetDevice(S(be)->device)); }
+
 void *cu_alloc(pt_backend *be, size_t bytes) {
+    set_dev(be);
     void *p = NULL;
     const size_t n = bytes ? bytes : 16;
     cudaError_t e = cudaMalloc(&p, n);
@@ -700,21 +707,25 @@ void *cu_alloc(pt_backend *be, size_t bytes) {
 }
 void cu_free(pt_backend *be, void *p) {
     if (!p) return;
+    set_dev(be);
     CK(cudaStreamSynchronize(S(be)->stream));
     CK(cudaFree(p));
 }
 void cu_upload(pt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    set_dev(be);
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, S(be)->stream));
     CK(cudaStreamSynchronize(S(be)->stream));  // the host buffer may be reused on return
 }
 void cu_download(pt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    set_dev(be);
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, S(be)->stream));
     CK(cudaStreamSynchronize(S(be)->stream));
 }
 void cu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes || dst == src) return;
+    set_dev(be);
     cuda_state *s = S(be);
     const char *d = (const char *)dst, *sr = (const char *)src;
     if (d < sr + bytes && sr < d + bytes) {  // overlap (memmove semantics): through a scratch buffer
@@ -725,9 +736,14 @@ void cu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream));
 }
 void cu_zero(pt_backend *be, void *dst, size_t bytes) {
-    if (bytes) CK(cudaMemsetAsync(dst, 0, bytes, S(be)->stream));
+    if (!bytes) return;
+    set_dev(be);
+    CK(cudaMemsetAsync(dst, 0, bytes, S(be)->stream));
 }
-void cu_sync(pt_backend *be) { CK(cudaStreamSynchronize(S(be)->stream)); }
+void cu_sync(pt_backend *be) {
+    set_dev(be);
+    CK(cudaStreamSynchronize(S(be)->stream));
+}
 
 // ------------------------------------------------------------ kernel wrappers
 
