@@ -398,14 +398,18 @@ UNROLL
     if (tid < AT && t0 + tid < T) lse[(size_t)bh * T + t0 + tid] = mrow[tid] + logf(lrow[tid]);
 }
 
-// rowdot[b,h,t] = dout . out over the row (the softmax backward's sum p*dp)
+// rowdot[b,h,t] = dout . out over the row (the softmax backward's sum p*dp):
+// one warp per row, lanes over d (coalesced), then a fixed xor tree.
 PT_KERNEL void attn_rowdot_k(float *rowdot, const float *dout, const float *out, int B, int T, int H, int D) {
-    EW_LOOP(r, (size_t)B * H * T) {
+    const size_t rows = (size_t)B * H * T, nwarps = (size_t)gridDim.x * (blockDim.x / 32);
+    const int lane = threadIdx.x % 32;
+    for (size_t r = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += nwarps) {
         const int t = (int)(r % T), h = (int)((r / T) % H), b = (int)(r / ((size_t)T * H));
         const size_t base = (((size_t)b * T + t) * H + h) * D;
         float s = 0;
-        for (int d = 0; d < D; d++) s += dout[base + d] * out[base + d];
-        rowdot[r] = s;
+        for (int d = lane; d < D; d += 32) s += dout[base + d] * out[base + d];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) rowdot[r] = s;
     }
 }
 
@@ -847,7 +851,9 @@ void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, cons
     cuda_state *s = S(be);
     const size_t rows = (size_t)B * H * T;
     float *rd = (float *)grow(s, &s->rowdot, sizeof(float) * rows);
-    PT_LAUNCH(attn_rowdot_k, ew_grid(rows), EW, 0, s->stream, rd, dout, out, B, T, H, D);
+    const size_t warps_per_block = EW / 32, rd_blocks = PT_MIN((rows + warps_per_block - 1) / warps_per_block,
+                                                                (size_t)1 << 20);
+    PT_LAUNCH_SYNC(attn_rowdot_k, (unsigned)rd_blocks, EW, 0, s->stream, rd, dout, out, B, T, H, D);
     check_launch("attention_backward (rowdot)");
     const float scale = (float)(1.0 / sqrt((double)D));
     const int ntiles = (T + AT - 1) / AT;
