@@ -33,6 +33,7 @@ extern "C" {
 #include "backend/backend.h"
 }
 
+#include <algorithm>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,9 +93,13 @@ struct cuda_state {
     size_t smem_optin;        // largest dynamic shared memory a block may opt into
     size_t smem_set[3][AT_VARIANTS];  // dynamic smem limit set per attention kernel (fwd, dq, dkv) and variant
     int xent_rows;            // 0: chunk rows from XENT_SCRATCH; else PT_CUDA_XENT_ROWS
-    scratch x16, g16, logits, row_loss, partial, total, rowdot, rms_part, bounce;
+    scratch x16, g16, logits, row_loss, partial, total, rowdot, rms_part, bounce, emb_rows;
     double *host_loss;        // the per-row losses, downloaded (host)
     size_t host_loss_n;
+    int32_t *host_ids;        // embedding backward (host): the ids [N],
+    uint64_t *host_keys;      // their (id << 32 | n) sort keys [N],
+    int32_t *host_rows;       // and rows | seg | tok [3N + 1] for the upload
+    size_t host_ids_n;        // N the three have room for
 };
 
 cuda_state *S(pt_backend *be) { return (cuda_state *)be->impl; }
@@ -202,15 +207,19 @@ PT_KERNEL void embedding_fwd_k(float *out, const int32_t *ids, const float *wte,
         out[i] = id < 0 ? 0.0f : wte[(size_t)id * C + i % C];
     }
 }
-// One thread per column, rows in order: rows sharing a token add in cpu-ref's
-// order, without atomics.
-PT_KERNEL void embedding_bwd_k(float *dwte, const float *dout, const int32_t *ids, int N, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+// One block per (distinct token u, 128-column chunk), one thread per column:
+// the rows of token u (rows[seg[u] .. seg[u+1]), ascending n, from a stable
+// sort on the host) add into dwte[tok[u]] one after another, in cpu-ref's
+// order and rounding (a float accumulator starting at dwte's value), without
+// atomics: distinct tokens write distinct rows.
+PT_KERNEL void embedding_bwd_k(float *dwte, const float *dout, const int32_t *rows, const int32_t *seg,
+                               const int32_t *tok, int C) {
+    const int u = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    for (int n = 0; n < N; n++) {
-        const int32_t id = ids[n];
-        if (id >= 0) dwte[(size_t)id * C + c] += dout[(size_t)n * C + c];
-    }
+    float *w = dwte + (size_t)tok[u] * C + c;
+    float a = *w;
+    for (int r = seg[u]; r < seg[u + 1]; r++) a += dout[(size_t)rows[r] * C + c];
+    *w = a;
 }
 
 // ------------------------------------------------------------ RMSNorm
@@ -821,9 +830,46 @@ void cu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const 
     PT_LAUNCH(embedding_fwd_k, ew_grid(n), EW, 0, S(be)->stream, out, ids, wte, N, C);
     check_launch("embedding_forward");
 }
+// The ids are downloaded (N int32s; the stream is synchronised there, at the
+// end of the backward pass) and the rows sorted stably by id on the host:
+// rows[] (ids < 0 left out), seg[] (U + 1 offsets into rows) and tok[] (the
+// U distinct ids, ascending) go up in one upload for embedding_bwd_k.
 void cu_embedding_backward(pt_backend *be, float *dwte, const float *dout, const int32_t *ids, int N, int C) {
     if (N <= 0 || C <= 0) return;
-    PT_LAUNCH(embedding_bwd_k, (C + 127) / 128, 128, 0, S(be)->stream, dwte, dout, ids, N, C);
+    cuda_state *s = S(be);
+    if (s->host_ids_n < (size_t)N) {
+        s->host_ids = (int32_t *)pt_realloc(s->host_ids, sizeof(int32_t) * (size_t)N);
+        s->host_keys = (uint64_t *)pt_realloc(s->host_keys, sizeof(uint64_t) * (size_t)N);
+        s->host_rows = (int32_t *)pt_realloc(s->host_rows, sizeof(int32_t) * (3 * (size_t)N + 1));
+        s->host_ids_n = N;
+    }
+    int32_t *hid = s->host_ids;
+    uint64_t *key = s->host_keys;
+    cu_download(be, hid, ids, sizeof(int32_t) * (size_t)N);
+    size_t cnt = 0;
+    for (int n = 0; n < N; n++)
+        if (hid[n] >= 0) key[cnt++] = (uint64_t)(uint32_t)hid[n] << 32 | (uint32_t)n;
+    if (!cnt) return;
+    std::sort(key, key + cnt);  // (id, n) ascending: rows of one id in ascending n
+    int32_t *rows = s->host_rows;
+    size_t U = 0;
+    for (size_t r = 0; r < cnt; r++) {
+        rows[r] = (int32_t)(key[r] & 0xffffffffu);
+        if (r == 0 || key[r] >> 32 != key[r - 1] >> 32) U++;
+    }
+    int32_t *seg = rows + cnt, *tok = seg + U + 1;
+    size_t u = 0;
+    for (size_t r = 0; r < cnt; r++)
+        if (r == 0 || key[r] >> 32 != key[r - 1] >> 32) {
+            seg[u] = (int32_t)r;
+            tok[u++] = (int32_t)(key[r] >> 32);
+        }
+    seg[U] = (int32_t)cnt;
+    const size_t words = cnt + 2 * U + 1;
+    int32_t *d = (int32_t *)grow(s, &s->emb_rows, sizeof(int32_t) * words);
+    cu_upload(be, d, rows, sizeof(int32_t) * words);
+    PT_LAUNCH(embedding_bwd_k, dim3((unsigned)U, (C + 127) / 128), 128, 0, s->stream, dwte, dout, d, d + cnt,
+              d + cnt + U + 1, C);
     check_launch("embedding_backward");
 }
 
@@ -1115,7 +1161,7 @@ void cu_destroy(pt_backend *be) {
     if (s) {
         if (s->stream) cudaStreamSynchronize(s->stream);
         scratch *sc[] = {&s->x16, &s->g16, &s->logits, &s->row_loss, &s->partial,
-                         &s->total, &s->rowdot, &s->rms_part, &s->bounce};
+                         &s->total, &s->rowdot, &s->rms_part, &s->bounce, &s->emb_rows};
         for (size_t i = 0; i < PT_ARRAY_LEN(sc); i++) free_scratch(sc[i]);
 #ifndef PT_CUDA_SIM
         if (s->blas) cublasDestroy(s->blas);
@@ -1123,6 +1169,9 @@ void cu_destroy(pt_backend *be) {
 #endif
         if (s->stream) cudaStreamDestroy(s->stream);
         free(s->host_loss);
+        free(s->host_ids);
+        free(s->host_keys);
+        free(s->host_rows);
         free(s);
     }
     free(be);
