@@ -33,6 +33,7 @@ extern "C" {
 #include "backend/backend.h"
 }
 
+#include <algorithm>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,9 +70,9 @@ constexpr int RED = 256;                       // reduction block (power of two)
 constexpr int RMS_ROWS = 256;                  // rows per RMSNorm dw partial
 constexpr int SS_BLOCK = RED * 16;             // elements per sum-of-squares partial
 constexpr int AT = 32;                         // attention tile: query rows and key rows
-constexpr int AT_THREADS = 256;                // 8 warps; thread = (row tid/8, dims tid%8 + 8k)
+constexpr int AT_THREADS = 256;                // 8 warps; thread = (rows tid/16 + {0,16}, cols/dims tid%16 + 16k)
 constexpr int AT_MAX_D = 256;                  // largest head_dim
-constexpr int AT_PER = AT_MAX_D / 8;           // head dims per thread
+constexpr int AT_VARIANTS = 6;                 // attention kernels per op: head_dim 16..256, generic
 constexpr size_t XENT_SCRATCH = 256u << 20;    // bytes of one lm_head chunk's logits
 constexpr size_t BLAS_WORKSPACE = 32u << 20;   // cuBLAS workspace (fixed: determinism)
 
@@ -90,11 +91,15 @@ struct cuda_state {
     void *blas_ws;
 #endif
     size_t smem_optin;        // largest dynamic shared memory a block may opt into
-    size_t smem_set[3];       // dynamic smem limit set per attention kernel (fwd, dq, dkv)
+    size_t smem_set[3][AT_VARIANTS];  // dynamic smem limit set per attention kernel (fwd, dq, dkv) and variant
     int xent_rows;            // 0: chunk rows from XENT_SCRATCH; else PT_CUDA_XENT_ROWS
-    scratch x16, g16, logits, row_loss, partial, total, rowdot, rms_part, bounce;
+    scratch x16, g16, logits, row_loss, partial, total, rowdot, rms_part, bounce, emb_rows;
     double *host_loss;        // the per-row losses, downloaded (host)
     size_t host_loss_n;
+    int32_t *host_ids;        // embedding backward (host): the ids [N],
+    uint64_t *host_keys;      // their (id << 32 | n) sort keys [N],
+    int32_t *host_rows;       // and rows | seg | tok [3N + 1] for the upload
+    size_t host_ids_n;        // N the three have room for
 };
 
 cuda_state *S(pt_backend *be) { return (cuda_state *)be->impl; }
@@ -202,15 +207,19 @@ PT_KERNEL void embedding_fwd_k(float *out, const int32_t *ids, const float *wte,
         out[i] = id < 0 ? 0.0f : wte[(size_t)id * C + i % C];
     }
 }
-// One thread per column, rows in order: rows sharing a token add in cpu-ref's
-// order, without atomics.
-PT_KERNEL void embedding_bwd_k(float *dwte, const float *dout, const int32_t *ids, int N, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+// One block per (distinct token u, 128-column chunk), one thread per column:
+// the rows of token u (rows[seg[u] .. seg[u+1]), ascending n, from a stable
+// sort on the host) add into dwte[tok[u]] one after another, in cpu-ref's
+// order and rounding (a float accumulator starting at dwte's value), without
+// atomics: distinct tokens write distinct rows.
+PT_KERNEL void embedding_bwd_k(float *dwte, const float *dout, const int32_t *rows, const int32_t *seg,
+                               const int32_t *tok, int C) {
+    const int u = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    for (int n = 0; n < N; n++) {
-        const int32_t id = ids[n];
-        if (id >= 0) dwte[(size_t)id * C + c] += dout[(size_t)n * C + c];
-    }
+    float *w = dwte + (size_t)tok[u] * C + c;
+    float a = *w;
+    for (int r = seg[u]; r < seg[u + 1]; r++) a += dout[(size_t)rows[r] * C + c];
+    *w = a;
 }
 
 // ------------------------------------------------------------ RMSNorm
@@ -300,66 +309,133 @@ PT_KERNEL void rope_k(float *out, const float *inp, const float *cos, const floa
 // registers with an online softmax and saves logsumexp per row; the backward
 // recomputes probabilities from it: one kernel for dq (per query tile), one
 // for dk/dv (per key tile, looping over the query heads of its KV head, so
-// GQA needs no K/V copies and no atomics). Scores: thread (i = tid/32 + 8r,
-// j = tid%32); accumulators: thread (row tid/8, dims tid%8 + 8k).
+// GQA needs no K/V copies and no atomics).
+//
+// Register tiling: thread (tr = tid/16, tc = tid%16) owns rows tr and tr+16
+// of every 32x32 tile product. Scores S = Q K^T (and dP = dO V^T): the 2x2
+// block (tr, tr+16) x (tc, tc+16), two Q and two K values loaded per d for
+// four FMAs. Row products (P V, dS K, dS^T Q, P^T dO): rows tr, tr+16 and
+// dims tc + 16k, k < D/16: per j two P values and D/16 V values for D/8 FMAs.
+// Every sum runs over its index in ascending order with fmaf (fused whether
+// or not the build has --fmad=false; the emulator's std::fmaf gives the same
+// bits), so results do not depend on the thread mapping.
+// The kernels are templated on the head dim DT (16, 32, 64, 128, 256: sized
+// accumulators, no predicates, unrolled loops); DT = 0 is the generic kernel
+// for any other D <= AT_MAX_D (runtime D, predicated).
+
+constexpr int AT_HALF = AT / 2;   // the row/column stride of a thread's 2x2 score block
+constexpr int AT_NPER = AT_MAX_D / AT_HALF;  // dims per thread per row, generic kernel
+
+template <int DT>
+struct att_dims {
+    static constexpr int NPER = DT ? (DT + AT_HALF - 1) / AT_HALF : AT_NPER;
+    static constexpr bool EXACT = DT > 0 && DT % AT_HALF == 0;  // every d = tc + 16k < D
+};
 
 size_t att_fwd_smem(int D) { return sizeof(float) * (3 * AT * (D + 1) + AT * (AT + 1) + 3 * AT); }
 size_t att_dq_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + AT * (AT + 1) + 2 * AT); }
 size_t att_dkv_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + 2 * AT * (AT + 1) + 2 * AT); }
 
 // rows [r0, r0+AT) of x[B,T,NH,D] for (b, head) into tile[AT][D+1], zeros past T
-PT_DEVICE void load_tile(float *tile, const float *x, int b, int r0, int T, int NH, int head, int D) {
-    const int LD = D + 1;
+template <int DT>
+PT_DEVICE void load_tile(float *tile, const float *x, int b, int r0, int T, int NH, int head, int Drt) {
+    const int D = DT ? DT : Drt, LD = D + 1;
     for (int e = threadIdx.x; e < AT * D; e += blockDim.x) {
         const int i = e / D, d = e % D, t = r0 + i;
         tile[i * LD + d] = t < T ? x[(((size_t)b * T + t) * NH + head) * D + d] : 0.0f;
     }
 }
 
-PT_DEVICE float dot_rows(const float *a, const float *b, int D) {
-    float s = 0;
-    for (int d = 0; d < D; d++) s += a[d] * b[d];
-    return s;
+// The 2x2 block of A B^T for rows (tr, tr+16) of A and (tc, tc+16) of B, both
+// [AT][LD] tiles: s[a][c] = sum over d ascending of A[tr+16a][d] * B[tc+16c][d].
+template <int DT>
+PT_DEVICE void dot_2x2(float s[2][2], const float *A, const float *B, int tr, int tc, int Drt) {
+    const int D = DT ? DT : Drt, LD = D + 1;
+    const float *a0 = A + tr * LD, *a1 = a0 + AT_HALF * LD, *b0 = B + tc * LD, *b1 = b0 + AT_HALF * LD;
+    float s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+#if defined(__CUDACC__)
+#pragma unroll 8
+#endif
+    for (int d = 0; d < D; d++) {
+        const float x0 = a0[d], x1 = a1[d], y0 = b0[d], y1 = b1[d];
+        s00 = fmaf(x0, y0, s00);
+        s01 = fmaf(x0, y1, s01);
+        s10 = fmaf(x1, y0, s10);
+        s11 = fmaf(x1, y1, s11);
+    }
+    s[0][0] = s00;
+    s[0][1] = s01;
+    s[1][0] = s10;
+    s[1][1] = s11;
 }
 
-PT_KERNEL void attn_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v, int T, int H,
-                          int KV, int D, float scale) {
+// acc[a][k] += sum over j ascending of P[tr+16a][j] * V[j][tc+16k] (P: [AT][SL]
+// with row stride ps_r and column stride ps_c, so a transposed P reads P^T).
+template <int DT>
+PT_DEVICE void rows_times_tile(float acc[2][att_dims<DT>::NPER], const float *P, int ps_r, int ps_c, const float *V,
+                               int tr, int tc, int Drt) {
+    constexpr int NPER = att_dims<DT>::NPER;
+    const int D = DT ? DT : Drt, LD = D + 1;
+    const float *p0 = P + tr * ps_r, *p1 = P + (tr + AT_HALF) * ps_r;
+    for (int j = 0; j < AT; j++) {
+        const float w0 = p0[j * ps_c], w1 = p1[j * ps_c];
+        const float *vr = V + j * LD + tc;
+UNROLL
+        for (int k = 0; k < NPER; k++) {
+            if (att_dims<DT>::EXACT || tc + AT_HALF * k < D) {
+                const float x = vr[AT_HALF * k];
+                acc[0][k] = fmaf(w0, x, acc[0][k]);
+                acc[1][k] = fmaf(w1, x, acc[1][k]);
+            }
+        }
+    }
+}
+
+template <int DT>
+PT_KERNEL void __launch_bounds__(AT_THREADS)
+    attn_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v, int T, int H, int KV, int Drt,
+               float scale) {
+    constexpr int NPER = att_dims<DT>::NPER;
     PT_DYN_SMEM(float, smem);
-    const int LD = D + 1, SL = AT + 1;
+    const int D = DT ? DT : Drt, LD = D + 1, SL = AT + 1;
     float *Qs = smem, *Ks = Qs + AT * LD, *Vs = Ks + AT * LD, *Ss = Vs + AT * LD;
     float *mrow = Ss + AT * SL, *lrow = mrow + AT, *arow = lrow + AT;
     const int ntiles = (T + AT - 1) / AT;
     const int tile = blockIdx.x % ntiles, bh = blockIdx.x / ntiles, b = bh / H, h = bh % H;
     const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x;
-    const int lane = tid % 32, warp = tid / 32, orow = tid / 8, od = tid % 8;
-    load_tile(Qs, q, b, t0, T, H, h, D);
+    const int lane = tid % 32, warp = tid / 32, tr = tid / AT_HALF, tc = tid % AT_HALF;
+    load_tile<DT>(Qs, q, b, t0, T, H, h, D);
     if (tid < AT) {
         mrow[tid] = -INFINITY;
         lrow[tid] = 0;
     }
-    float acc[AT_PER];
+    float acc[2][NPER];
 UNROLL
-    for (int kk = 0; kk < AT_PER; kk++) acc[kk] = 0;
+    for (int kk = 0; kk < NPER; kk++) acc[0][kk] = acc[1][kk] = 0;
     const int kend = PT_MIN(T, t0 + AT);  // causal: keys 0 .. kend-1
     for (int s0 = 0; s0 < kend; s0 += AT) {
         __syncthreads();  // the previous tile is consumed
-        load_tile(Ks, k, b, s0, T, KV, kvh, D);
-        load_tile(Vs, v, b, s0, T, KV, kvh, D);
+        load_tile<DT>(Ks, k, b, s0, T, KV, kvh, D);
+        load_tile<DT>(Vs, v, b, s0, T, KV, kvh, D);
         __syncthreads();
-        for (int r = 0; r < AT / 8; r++) {
-            const int i = warp + 8 * r, t = t0 + i, s = s0 + lane;
-            const float dot = dot_rows(Qs + i * LD, Ks + lane * LD, D);
-            Ss[i * SL + lane] = (t < T && s <= t) ? dot * scale : -INFINITY;
-        }
+        float sc[2][2];
+        dot_2x2<DT>(sc, Qs, Ks, tr, tc, D);
+UNROLL
+        for (int a = 0; a < 2; a++)
+UNROLL
+            for (int c = 0; c < 2; c++) {
+                const int i = tr + AT_HALF * a, j = tc + AT_HALF * c, t = t0 + i, s = s0 + j;
+                Ss[i * SL + j] = (t < T && s <= t) ? sc[a][c] * scale : -INFINITY;
+            }
         __syncthreads();
         // online softmax: warp w owns rows 4w..4w+3, lanes are the tile's keys
         for (int rr = 0; rr < AT / 8; rr++) {
             const int i = warp * (AT / 8) + rr;
-            const float sc = Ss[i * SL + lane];
-            float mx = sc;
+            const float sv = Ss[i * SL + lane];
+            float mx = sv;
             for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
             const float m_old = mrow[i], m_new = fmaxf(m_old, mx);
-            const float p = sc == -INFINITY ? 0.0f : expf(sc - m_new);
+            const float p = sv == -INFINITY ? 0.0f : expf(sv - m_new);
             float ps = p;
             for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
             Ss[i * SL + lane] = p;
@@ -372,166 +448,167 @@ UNROLL
             }
         }
         __syncthreads();
-        const float alpha = arow[orow];
-        const float *prow = Ss + orow * SL;
+        const float al0 = arow[tr], al1 = arow[tr + AT_HALF];
 UNROLL
-        for (int kk = 0; kk < AT_PER; kk++) {
-            const int d = od + 8 * kk;
-            if (d < D) {
-                float o = acc[kk] * alpha;
-                for (int j = 0; j < AT; j++) o += prow[j] * Vs[j * LD + d];
-                acc[kk] = o;
-            }
+        for (int kk = 0; kk < NPER; kk++) {
+            acc[0][kk] *= al0;
+            acc[1][kk] *= al1;
         }
+        rows_times_tile<DT>(acc, Ss, SL, 1, Vs, tr, tc, D);
     }
     __syncthreads();
-    const int t = t0 + orow;
-    if (t < T) {
-        const float l = lrow[orow];
-        float *o = out + (((size_t)b * T + t) * H + h) * D;
 UNROLL
-        for (int kk = 0; kk < AT_PER; kk++) {
-            const int d = od + 8 * kk;
-            if (d < D) o[d] = acc[kk] / l;
+    for (int a = 0; a < 2; a++) {
+        const int i = tr + AT_HALF * a, t = t0 + i;
+        if (t < T) {
+            const float l = lrow[i];
+            float *o = out + (((size_t)b * T + t) * H + h) * D;
+UNROLL
+            for (int kk = 0; kk < NPER; kk++) {
+                const int d = tc + AT_HALF * kk;
+                if (att_dims<DT>::EXACT || d < D) o[d] = acc[a][kk] / l;
+            }
         }
     }
     if (tid < AT && t0 + tid < T) lse[(size_t)bh * T + t0 + tid] = mrow[tid] + logf(lrow[tid]);
 }
 
-// rowdot[b,h,t] = dout . out over the row (the softmax backward's sum p*dp)
+// rowdot[b,h,t] = dout . out over the row (the softmax backward's sum p*dp):
+// one warp per row, lanes over d (coalesced), then a fixed xor tree.
 PT_KERNEL void attn_rowdot_k(float *rowdot, const float *dout, const float *out, int B, int T, int H, int D) {
-    EW_LOOP(r, (size_t)B * H * T) {
+    const size_t rows = (size_t)B * H * T, nwarps = (size_t)gridDim.x * (blockDim.x / 32);
+    const int lane = threadIdx.x % 32;
+    for (size_t r = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += nwarps) {
         const int t = (int)(r % T), h = (int)((r / T) % H), b = (int)(r / ((size_t)T * H));
         const size_t base = (((size_t)b * T + t) * H + h) * D;
         float s = 0;
-        for (int d = 0; d < D; d++) s += dout[base + d] * out[base + d];
-        rowdot[r] = s;
+        for (int d = lane; d < D; d += 32) s += dout[base + d] * out[base + d];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) rowdot[r] = s;
     }
 }
 
 // dS[i][j] = p (dp - rowdot_i) * scale for the tile pair; p = exp(s - lse_i).
 // Qs/dOs hold query rows t0.., Ks/Vs key rows s0..; returns via the arrays.
+template <int DT>
 PT_DEVICE void attn_tile_grads(float *Ps, float *dSs, const float *Qs, const float *dOs, const float *Ks,
                                const float *Vs, const float *lse_s, const float *rd_s, int t0, int s0, int T,
                                int D, float scale) {
-    const int LD = D + 1, SL = AT + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int r = 0; r < AT / 8; r++) {
-        const int i = warp + 8 * r, t = t0 + i, s = s0 + lane;
-        float p = 0, ds = 0;
-        if (t < T && s <= t) {
-            p = expf(dot_rows(Qs + i * LD, Ks + lane * LD, D) * scale - lse_s[i]);
-            const float dp = dot_rows(dOs + i * LD, Vs + lane * LD, D);
-            ds = p * (dp - rd_s[i]) * scale;
+    const int SL = AT + 1, tr = threadIdx.x / AT_HALF, tc = threadIdx.x % AT_HALF;
+    float sc[2][2], dp[2][2];
+    dot_2x2<DT>(sc, Qs, Ks, tr, tc, D);
+    dot_2x2<DT>(dp, dOs, Vs, tr, tc, D);
+UNROLL
+    for (int a = 0; a < 2; a++)
+UNROLL
+        for (int c = 0; c < 2; c++) {
+            const int i = tr + AT_HALF * a, j = tc + AT_HALF * c, t = t0 + i, s = s0 + j;
+            float p = 0, ds = 0;
+            if (t < T && s <= t) {
+                p = expf(sc[a][c] * scale - lse_s[i]);
+                ds = p * (dp[a][c] - rd_s[i]) * scale;
+            }
+            if (Ps) Ps[i * SL + j] = p;
+            dSs[i * SL + j] = ds;
         }
-        if (Ps) Ps[i * SL + lane] = p;
-        dSs[i * SL + lane] = ds;
-    }
 }
 
-PT_KERNEL void attn_bwd_dq_k(float *dq, const float *dout, const float *q, const float *k, const float *v,
-                             const float *lse, const float *rowdot, int T, int H, int KV, int D, float scale) {
+template <int DT>
+PT_KERNEL void __launch_bounds__(AT_THREADS)
+    attn_bwd_dq_k(float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse,
+                  const float *rowdot, int T, int H, int KV, int Drt, float scale) {
+    constexpr int NPER = att_dims<DT>::NPER;
     PT_DYN_SMEM(float, smem);
-    const int LD = D + 1, SL = AT + 1;
+    const int D = DT ? DT : Drt, LD = D + 1, SL = AT + 1;
     float *Qs = smem, *dOs = Qs + AT * LD, *Ks = dOs + AT * LD, *Vs = Ks + AT * LD, *dSs = Vs + AT * LD;
     float *lse_s = dSs + AT * SL, *rd_s = lse_s + AT;
     const int ntiles = (T + AT - 1) / AT;
     const int tile = blockIdx.x % ntiles, bh = blockIdx.x / ntiles, b = bh / H, h = bh % H;
-    const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x, orow = tid / 8, od = tid % 8;
-    load_tile(Qs, q, b, t0, T, H, h, D);
-    load_tile(dOs, dout, b, t0, T, H, h, D);
+    const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x, tr = tid / AT_HALF, tc = tid % AT_HALF;
+    load_tile<DT>(Qs, q, b, t0, T, H, h, D);
+    load_tile<DT>(dOs, dout, b, t0, T, H, h, D);
     if (tid < AT) {
         const int t = t0 + tid;
         lse_s[tid] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
         rd_s[tid] = t < T ? rowdot[(size_t)bh * T + t] : 0.0f;
     }
-    float acc[AT_PER];
+    float acc[2][NPER];
 UNROLL
-    for (int kk = 0; kk < AT_PER; kk++) acc[kk] = 0;
+    for (int kk = 0; kk < NPER; kk++) acc[0][kk] = acc[1][kk] = 0;
     const int kend = PT_MIN(T, t0 + AT);
     for (int s0 = 0; s0 < kend; s0 += AT) {
         __syncthreads();
-        load_tile(Ks, k, b, s0, T, KV, kvh, D);
-        load_tile(Vs, v, b, s0, T, KV, kvh, D);
+        load_tile<DT>(Ks, k, b, s0, T, KV, kvh, D);
+        load_tile<DT>(Vs, v, b, s0, T, KV, kvh, D);
         __syncthreads();
-        attn_tile_grads(NULL, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
+        attn_tile_grads<DT>(NULL, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
         __syncthreads();
-        const float *dsrow = dSs + orow * SL;
-UNROLL
-        for (int kk = 0; kk < AT_PER; kk++) {
-            const int d = od + 8 * kk;
-            if (d < D) {
-                float a = acc[kk];
-                for (int j = 0; j < AT; j++) a += dsrow[j] * Ks[j * LD + d];
-                acc[kk] = a;
-            }
-        }
+        rows_times_tile<DT>(acc, dSs, SL, 1, Ks, tr, tc, D);
     }
-    const int t = t0 + orow;
-    if (t < T) {
-        float *o = dq + (((size_t)b * T + t) * H + h) * D;
 UNROLL
-        for (int kk = 0; kk < AT_PER; kk++) {
-            const int d = od + 8 * kk;
-            if (d < D) o[d] = acc[kk];
+    for (int a = 0; a < 2; a++) {
+        const int t = t0 + tr + AT_HALF * a;
+        if (t < T) {
+            float *o = dq + (((size_t)b * T + t) * H + h) * D;
+UNROLL
+            for (int kk = 0; kk < NPER; kk++) {
+                const int d = tc + AT_HALF * kk;
+                if (att_dims<DT>::EXACT || d < D) o[d] = acc[a][kk];
+            }
         }
     }
 }
 
 // One block per (b, KV head, key tile): the query heads of the group in
 // order, each over the query tiles at or after the key tile (causal).
-PT_KERNEL void attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const float *q, const float *k,
-                              const float *v, const float *lse, const float *rowdot, int T, int H, int KV, int D,
-                              float scale) {
+template <int DT>
+PT_KERNEL void __launch_bounds__(AT_THREADS)
+    attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+                   const float *lse, const float *rowdot, int T, int H, int KV, int Drt, float scale) {
+    constexpr int NPER = att_dims<DT>::NPER;
     PT_DYN_SMEM(float, smem);
-    const int LD = D + 1, SL = AT + 1;
+    const int D = DT ? DT : Drt, LD = D + 1, SL = AT + 1;
     float *Ks = smem, *Vs = Ks + AT * LD, *Qs = Vs + AT * LD, *dOs = Qs + AT * LD, *Ps = dOs + AT * LD;
     float *dSs = Ps + AT * SL, *lse_s = dSs + AT * SL, *rd_s = lse_s + AT;
     const int ntiles = (T + AT - 1) / AT;
     const int tile = blockIdx.x % ntiles, bkv = blockIdx.x / ntiles, b = bkv / KV, kvh = bkv % KV;
-    const int g = H / KV, s0 = tile * AT, tid = threadIdx.x, krow = tid / 8, od = tid % 8;
-    load_tile(Ks, k, b, s0, T, KV, kvh, D);
-    load_tile(Vs, v, b, s0, T, KV, kvh, D);
-    float ak[AT_PER], av[AT_PER];
+    const int g = H / KV, s0 = tile * AT, tid = threadIdx.x, tr = tid / AT_HALF, tc = tid % AT_HALF;
+    load_tile<DT>(Ks, k, b, s0, T, KV, kvh, D);
+    load_tile<DT>(Vs, v, b, s0, T, KV, kvh, D);
+    float ak[2][NPER], av[2][NPER];
 UNROLL
-    for (int kk = 0; kk < AT_PER; kk++) ak[kk] = av[kk] = 0;
+    for (int kk = 0; kk < NPER; kk++) ak[0][kk] = ak[1][kk] = av[0][kk] = av[1][kk] = 0;
     for (int h = kvh * g; h < (kvh + 1) * g; h++) {
         const size_t bh = (size_t)b * H + h;
         for (int t0 = s0; t0 < T; t0 += AT) {
             __syncthreads();
-            load_tile(Qs, q, b, t0, T, H, h, D);
-            load_tile(dOs, dout, b, t0, T, H, h, D);
+            load_tile<DT>(Qs, q, b, t0, T, H, h, D);
+            load_tile<DT>(dOs, dout, b, t0, T, H, h, D);
             if (tid < AT) {
                 const int t = t0 + tid;
                 lse_s[tid] = t < T ? lse[bh * T + t] : 0.0f;
                 rd_s[tid] = t < T ? rowdot[bh * T + t] : 0.0f;
             }
             __syncthreads();
-            attn_tile_grads(Ps, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
+            attn_tile_grads<DT>(Ps, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
             __syncthreads();
-UNROLL
-            for (int kk = 0; kk < AT_PER; kk++) {
-                const int d = od + 8 * kk;
-                if (d < D) {
-                    float a = ak[kk], c = av[kk];
-                    for (int i = 0; i < AT; i++) {
-                        a += dSs[i * SL + krow] * Qs[i * LD + d];
-                        c += Ps[i * SL + krow] * dOs[i * LD + d];
-                    }
-                    ak[kk] = a;
-                    av[kk] = c;
-                }
-            }
+            // key rows tr, tr+16: dk += dS^T Q, dv += P^T dO (column tr of dS / P)
+            rows_times_tile<DT>(ak, dSs, 1, SL, Qs, tr, tc, D);
+            rows_times_tile<DT>(av, Ps, 1, SL, dOs, tr, tc, D);
         }
     }
-    const int s = s0 + krow;
-    if (s < T) {
-        const size_t base = (((size_t)b * T + s) * KV + kvh) * D;
 UNROLL
-        for (int kk = 0; kk < AT_PER; kk++) {
-            const int d = od + 8 * kk;
-            if (d < D) {
-                dk[base + d] = ak[kk];
-                dv[base + d] = av[kk];
+    for (int a = 0; a < 2; a++) {
+        const int s = s0 + tr + AT_HALF * a;
+        if (s < T) {
+            const size_t base = (((size_t)b * T + s) * KV + kvh) * D;
+UNROLL
+            for (int kk = 0; kk < NPER; kk++) {
+                const int d = tc + AT_HALF * kk;
+                if (att_dims<DT>::EXACT || d < D) {
+                    dk[base + d] = ak[a][kk];
+                    dv[base + d] = av[a][kk];
+                }
             }
         }
     }
@@ -686,7 +763,14 @@ void mm_dw(pt_backend *be, float *dw, const void *dout, const void *inp, int N, 
 
 // ------------------------------------------------------------ memory
 
+// The memory entry points make the backend's device current first, so a
+// backend may be used from a host thread other than the one that created it
+// (the CUDA current device is per host thread). Kernel wrappers do not: a
+// step's ops run on the thread that allocated its tensors.
+void set_dev(pt_backend *be) { CK(cudaSetDevice(S(be)->device)); }
+
 void *cu_alloc(pt_backend *be, size_t bytes) {
+    set_dev(be);
     void *p = NULL;
     const size_t n = bytes ? bytes : 16;
     cudaError_t e = cudaMalloc(&p, n);
@@ -700,21 +784,25 @@ void *cu_alloc(pt_backend *be, size_t bytes) {
 }
 void cu_free(pt_backend *be, void *p) {
     if (!p) return;
+    set_dev(be);
     CK(cudaStreamSynchronize(S(be)->stream));
     CK(cudaFree(p));
 }
 void cu_upload(pt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    set_dev(be);
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, S(be)->stream));
     CK(cudaStreamSynchronize(S(be)->stream));  // the host buffer may be reused on return
 }
 void cu_download(pt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    set_dev(be);
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, S(be)->stream));
     CK(cudaStreamSynchronize(S(be)->stream));
 }
 void cu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes || dst == src) return;
+    set_dev(be);
     cuda_state *s = S(be);
     const char *d = (const char *)dst, *sr = (const char *)src;
     if (d < sr + bytes && sr < d + bytes) {  // overlap (memmove semantics): through a scratch buffer
@@ -725,9 +813,14 @@ void cu_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {
     CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream));
 }
 void cu_zero(pt_backend *be, void *dst, size_t bytes) {
-    if (bytes) CK(cudaMemsetAsync(dst, 0, bytes, S(be)->stream));
+    if (!bytes) return;
+    set_dev(be);
+    CK(cudaMemsetAsync(dst, 0, bytes, S(be)->stream));
 }
-void cu_sync(pt_backend *be) { CK(cudaStreamSynchronize(S(be)->stream)); }
+void cu_sync(pt_backend *be) {
+    set_dev(be);
+    CK(cudaStreamSynchronize(S(be)->stream));
+}
 
 // ------------------------------------------------------------ kernel wrappers
 
@@ -737,9 +830,46 @@ void cu_embedding_forward(pt_backend *be, float *out, const int32_t *ids, const 
     PT_LAUNCH(embedding_fwd_k, ew_grid(n), EW, 0, S(be)->stream, out, ids, wte, N, C);
     check_launch("embedding_forward");
 }
+// The ids are downloaded (N int32s; the stream is synchronised there, at the
+// end of the backward pass) and the rows sorted stably by id on the host:
+// rows[] (ids < 0 left out), seg[] (U + 1 offsets into rows) and tok[] (the
+// U distinct ids, ascending) go up in one upload for embedding_bwd_k.
 void cu_embedding_backward(pt_backend *be, float *dwte, const float *dout, const int32_t *ids, int N, int C) {
     if (N <= 0 || C <= 0) return;
-    PT_LAUNCH(embedding_bwd_k, (C + 127) / 128, 128, 0, S(be)->stream, dwte, dout, ids, N, C);
+    cuda_state *s = S(be);
+    if (s->host_ids_n < (size_t)N) {
+        s->host_ids = (int32_t *)pt_realloc(s->host_ids, sizeof(int32_t) * (size_t)N);
+        s->host_keys = (uint64_t *)pt_realloc(s->host_keys, sizeof(uint64_t) * (size_t)N);
+        s->host_rows = (int32_t *)pt_realloc(s->host_rows, sizeof(int32_t) * (3 * (size_t)N + 1));
+        s->host_ids_n = N;
+    }
+    int32_t *hid = s->host_ids;
+    uint64_t *key = s->host_keys;
+    cu_download(be, hid, ids, sizeof(int32_t) * (size_t)N);
+    size_t cnt = 0;
+    for (int n = 0; n < N; n++)
+        if (hid[n] >= 0) key[cnt++] = (uint64_t)(uint32_t)hid[n] << 32 | (uint32_t)n;
+    if (!cnt) return;
+    std::sort(key, key + cnt);  // (id, n) ascending: rows of one id in ascending n
+    int32_t *rows = s->host_rows;
+    size_t U = 0;
+    for (size_t r = 0; r < cnt; r++) {
+        rows[r] = (int32_t)(key[r] & 0xffffffffu);
+        if (r == 0 || key[r] >> 32 != key[r - 1] >> 32) U++;
+    }
+    int32_t *seg = rows + cnt, *tok = seg + U + 1;
+    size_t u = 0;
+    for (size_t r = 0; r < cnt; r++)
+        if (r == 0 || key[r] >> 32 != key[r - 1] >> 32) {
+            seg[u] = (int32_t)r;
+            tok[u++] = (int32_t)(key[r] >> 32);
+        }
+    seg[U] = (int32_t)cnt;
+    const size_t words = cnt + 2 * U + 1;
+    int32_t *d = (int32_t *)grow(s, &s->emb_rows, sizeof(int32_t) * words);
+    cu_upload(be, d, rows, sizeof(int32_t) * words);
+    PT_LAUNCH(embedding_bwd_k, dim3((unsigned)U, (C + 127) / 128), 128, 0, s->stream, dwte, dout, d, d + cnt,
+              d + cnt + U + 1, C);
     check_launch("embedding_backward");
 }
 
@@ -795,7 +925,7 @@ size_t cu_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) { r
 // Checks the head dim and the GQA ratio, and opts the kernel into `bytes` of
 // dynamic shared memory where that is above the default 48 KiB.
 template <typename K>
-void attn_prepare(pt_backend *be, K kernel, int which, size_t bytes, int H, int KV, int D) {
+void attn_prepare(pt_backend *be, K kernel, int which, int variant, size_t bytes, int H, int KV, int D) {
     cuda_state *s = S(be);
     if (D < 1 || D > AT_MAX_D || KV < 1 || H % KV) {
         fprintf(stderr, "portatrain: error: %s: attention needs 1 <= head_dim <= %d and heads (%d) a multiple of "
@@ -807,21 +937,69 @@ void attn_prepare(pt_backend *be, K kernel, int which, size_t bytes, int H, int 
                         "the device allows %zu KiB\n", PT_CUDA_NAME, D, bytes >> 10, s->smem_optin >> 10);
         exit(1);
     }
-    if (bytes > (48u << 10) && bytes > s->smem_set[which]) {
+    if (bytes > (48u << 10) && bytes > s->smem_set[which][variant]) {
         CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-        s->smem_set[which] = bytes;
+        s->smem_set[which][variant] = bytes;
     }
+}
+
+// The attention kernels' head-dim variant: 16, 32, 64, 128, 256 have their
+// own instantiation (DT = D), any other D the generic one (DT = 0).
+int attn_variant(int D) {
+    switch (D) {
+    case 16: return 0;
+    case 32: return 1;
+    case 64: return 2;
+    case 128: return 3;
+    case 256: return 4;
+    default: return 5;
+    }
+}
+#define PT_ATT_DISPATCH(D, CALL)            \
+    switch (attn_variant(D)) {              \
+    case 0: CALL(16); break;                \
+    case 1: CALL(32); break;                \
+    case 2: CALL(64); break;                \
+    case 3: CALL(128); break;               \
+    case 4: CALL(256); break;               \
+    default: CALL(0); break;                \
+    }
+
+template <int DT>
+void attn_fwd_launch(pt_backend *be, float *out, float *saved, const float *q, const float *k, const float *v, int B,
+                     int T, int H, int KV, int D) {
+    const size_t smem = att_fwd_smem(D);
+    attn_prepare(be, attn_fwd_k<DT>, 0, attn_variant(D), smem, H, KV, D);
+    const unsigned blocks = (unsigned)((size_t)B * H * ((T + AT - 1) / AT));
+    const float scale = (float)(1.0 / sqrt((double)D));
+    PT_LAUNCH_SYNC(attn_fwd_k<DT>, blocks, AT_THREADS, smem, S(be)->stream, out, saved, q, k, v, T, H, KV, D, scale);
+    check_launch("attention_forward");
+}
+
+template <int DT>
+void attn_bwd_launch(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                     const float *k, const float *v, const float *saved, const float *rd, int B, int T, int H, int KV,
+                     int D) {
+    cuda_state *s = S(be);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const int ntiles = (T + AT - 1) / AT;
+    const size_t smem_dq = att_dq_smem(D), smem_dkv = att_dkv_smem(D);
+    attn_prepare(be, attn_bwd_dq_k<DT>, 1, attn_variant(D), smem_dq, H, KV, D);
+    attn_prepare(be, attn_bwd_dkv_k<DT>, 2, attn_variant(D), smem_dkv, H, KV, D);
+    PT_LAUNCH_SYNC(attn_bwd_dq_k<DT>, (unsigned)((size_t)B * H * ntiles), AT_THREADS, smem_dq, s->stream, dq, dout, q,
+                   k, v, saved, rd, T, H, KV, D, scale);
+    check_launch("attention_backward (dq)");
+    PT_LAUNCH_SYNC(attn_bwd_dkv_k<DT>, (unsigned)((size_t)B * KV * ntiles), AT_THREADS, smem_dkv, s->stream, dk, dv,
+                   dout, q, k, v, saved, rd, T, H, KV, D, scale);
+    check_launch("attention_backward (dk, dv)");
 }
 
 void cu_attention_forward(pt_backend *be, float *out, float *saved, const float *q, const float *k, const float *v,
                           int B, int T, int H, int KV, int D) {
     if (B <= 0 || T <= 0 || H <= 0) return;
-    const size_t smem = att_fwd_smem(D);
-    attn_prepare(be, attn_fwd_k, 0, smem, H, KV, D);
-    const unsigned blocks = (unsigned)((size_t)B * H * ((T + AT - 1) / AT));
-    const float scale = (float)(1.0 / sqrt((double)D));
-    PT_LAUNCH_SYNC(attn_fwd_k, blocks, AT_THREADS, smem, S(be)->stream, out, saved, q, k, v, T, H, KV, D, scale);
-    check_launch("attention_forward");
+#define PT_ATT_FWD(DT) attn_fwd_launch<DT>(be, out, saved, q, k, v, B, T, H, KV, D)
+    PT_ATT_DISPATCH(D, PT_ATT_FWD)
+#undef PT_ATT_FWD
 }
 
 void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
@@ -831,19 +1009,13 @@ void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, cons
     cuda_state *s = S(be);
     const size_t rows = (size_t)B * H * T;
     float *rd = (float *)grow(s, &s->rowdot, sizeof(float) * rows);
-    PT_LAUNCH(attn_rowdot_k, ew_grid(rows), EW, 0, s->stream, rd, dout, out, B, T, H, D);
+    const size_t warps_per_block = EW / 32, rd_blocks = PT_MIN((rows + warps_per_block - 1) / warps_per_block,
+                                                                (size_t)1 << 20);
+    PT_LAUNCH_SYNC(attn_rowdot_k, (unsigned)rd_blocks, EW, 0, s->stream, rd, dout, out, B, T, H, D);
     check_launch("attention_backward (rowdot)");
-    const float scale = (float)(1.0 / sqrt((double)D));
-    const int ntiles = (T + AT - 1) / AT;
-    const size_t smem_dq = att_dq_smem(D), smem_dkv = att_dkv_smem(D);
-    attn_prepare(be, attn_bwd_dq_k, 1, smem_dq, H, KV, D);
-    attn_prepare(be, attn_bwd_dkv_k, 2, smem_dkv, H, KV, D);
-    PT_LAUNCH_SYNC(attn_bwd_dq_k, (unsigned)((size_t)B * H * ntiles), AT_THREADS, smem_dq, s->stream, dq, dout, q, k,
-                   v, saved, rd, T, H, KV, D, scale);
-    check_launch("attention_backward (dq)");
-    PT_LAUNCH_SYNC(attn_bwd_dkv_k, (unsigned)((size_t)B * KV * ntiles), AT_THREADS, smem_dkv, s->stream, dk, dv,
-                   dout, q, k, v, saved, rd, T, H, KV, D, scale);
-    check_launch("attention_backward (dk, dv)");
+#define PT_ATT_BWD(DT) attn_bwd_launch<DT>(be, dq, dk, dv, dout, q, k, v, saved, rd, B, T, H, KV, D)
+    PT_ATT_DISPATCH(D, PT_ATT_BWD)
+#undef PT_ATT_BWD
 }
 
 void cu_swiglu_forward(pt_backend *be, float *out, const float *gate, const float *up, size_t n) {
@@ -989,7 +1161,7 @@ void cu_destroy(pt_backend *be) {
     if (s) {
         if (s->stream) cudaStreamSynchronize(s->stream);
         scratch *sc[] = {&s->x16, &s->g16, &s->logits, &s->row_loss, &s->partial,
-                         &s->total, &s->rowdot, &s->rms_part, &s->bounce};
+                         &s->total, &s->rowdot, &s->rms_part, &s->bounce, &s->emb_rows};
         for (size_t i = 0; i < PT_ARRAY_LEN(sc); i++) free_scratch(sc[i]);
 #ifndef PT_CUDA_SIM
         if (s->blas) cublasDestroy(s->blas);
@@ -997,6 +1169,9 @@ void cu_destroy(pt_backend *be) {
 #endif
         if (s->stream) cudaStreamDestroy(s->stream);
         free(s->host_loss);
+        free(s->host_ids);
+        free(s->host_keys);
+        free(s->host_rows);
         free(s);
     }
     free(be);
@@ -1060,6 +1235,11 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
     if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
     if (e != cudaSuccess) {
         pt_set_error("backend '%s': device %d: %s", PT_CUDA_NAME, dev, cudaGetErrorString(e));
+        return NULL;
+    }
+    if (prop.major < 8) {  // the build has SASS/PTX for sm_80 and sm_90 only; bf16 GemmEx needs sm_80+
+        pt_set_error("backend '%s': device %d (%s) is sm_%d%d; the cuda backend needs compute capability 8.0 "
+                     "(sm_80, Ampere) or newer", PT_CUDA_NAME, dev, prop.name, prop.major, prop.minor);
         return NULL;
     }
     cuda_state *s = (cuda_state *)pt_calloc(1, sizeof *s);

@@ -5,7 +5,9 @@
 // where there is no GPU.
 //
 // The source may use, and the emulator provides, exactly this subset:
-//   kernels     PT_KERNEL void k(...) { ... }                 (__global__)
+//   kernels     PT_KERNEL void k(...) { ... }                 (__global__; may be templates,
+//               PT_KERNEL void __launch_bounds__(n) k(...)     launched as k<N>; the emulator
+//                                                              ignores __launch_bounds__)
 //               PT_DEVICE T f(...)                             (__device__ inline helpers)
 //   launch      PT_LAUNCH(k, grid, block, smem_bytes, stream, args...)
 //                 for kernels WITHOUT __syncthreads/__syncwarp/shuffles
@@ -17,7 +19,7 @@
 //   memory      __shared__ (static, fixed size), PT_DYN_SMEM(T, name) (dynamic, smem_bytes)
 //   sync        __syncthreads(), __syncwarp(mask)
 //   warp        __shfl_sync, __shfl_xor_sync, __shfl_down_sync (float, int; full-warp mask)
-//   math        expf logf sqrtf rsqrtf fabsf fmaxf fminf powf tanhf, __expf, __logf,
+//   math        expf logf sqrtf rsqrtf fabsf fmaxf fminf powf tanhf fmaf, __expf, __logf,
 //               __fdividef, __float_as_uint, __uint_as_float, __restrict__
 //   runtime     cudaMalloc cudaFree cudaMemcpy cudaMemcpyAsync cudaMemsetAsync
 //               cudaStreamCreate cudaStreamDestroy cudaStreamSynchronize
