@@ -46,40 +46,11 @@ static bool is_opencl, is_cuda, is_sim;  // cuda: cuda[:N] or cuda-sim; sim: cud
 
 // ------------------------------------------------------------ helpers
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {  // uniform [-1, 1)
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
-static float *rnd(size_t n, float amp) {
-    float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = amp * frand();
-    return p;
-}
-// rnd rounded to bf16 (what the model's bf16 tensors hold)
+// test_rnd rounded to bf16 (what the model's bf16 tensors hold)
 static float *rnd_bf16(size_t n, float amp) {
-    float *p = rnd(n, amp);
+    float *p = test_rnd(n, amp);
     for (size_t i = 0; i < n; i++) p[i] = pt_round_bf16(p[i]);
     return p;
-}
-static float *dup(const float *a, size_t n) {
-    float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
-    memcpy(p, a, sizeof(float) * n);
-    return p;
-}
-static double relmax(const float *a, const float *b, size_t n) {
-    double mx = 0, err = 0;
-    for (size_t i = 0; i < n; i++) {
-        mx = fmax(mx, fabs((double)b[i]));
-        err = fmax(err, fabs((double)a[i] - (double)b[i]));
-    }
-    return mx > 0 ? err / mx : err;
-}
-static double worst_kernel = 0;
-static void cmp(const char *what, const float *got, const float *want, size_t n, double tol) {
-    double r = relmax(got, want, n);
-    if (r > worst_kernel) worst_kernel = r;
-    CHECK(r <= tol, "%s: relative-to-max error %.3e > %.1e", what, r, tol);
 }
 
 // Device arena: one allocation; each tensor lands at an odd float offset
@@ -106,9 +77,9 @@ static void reset_arena(void) { arena_used = 0; }
 
 static void check_matmul(int N, int C, int OC) {
     reset_arena();
-    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 0.5f), *g = rnd((size_t)N * OC, 1);
-    float *o1 = rnd((size_t)N * OC, 1), *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)OC * C, 1);
-    float *dx_init = dup(dx1, (size_t)N * C), *dw_init = dup(dw1, (size_t)OC * C);
+    float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)OC * C, 0.5f), *g = test_rnd((size_t)N * OC, 1);
+    float *o1 = test_rnd((size_t)N * OC, 1), *dx1 = test_rnd((size_t)N * C, 1), *dw1 = test_rnd((size_t)OC * C, 1);
+    float *dx_init = test_dup(dx1, (size_t)N * C), *dw_init = test_dup(dw1, (size_t)OC * C);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dG = putf(g, (size_t)N * OC);
     float *dO = putf(o1, (size_t)N * OC), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, (size_t)OC * C);
     ref->matmul_forward(ref, o1, x, w, N, C, OC);
@@ -118,11 +89,11 @@ static void check_matmul(int N, int C, int OC) {
     float *o2 = get(dO, (size_t)N * OC), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)OC * C);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d", N, C, OC);
-    cmp(what, o2, o1, (size_t)N * OC, 1e-5);
+    test_cmp(what, o2, o1, (size_t)N * OC, 1e-5);
     snprintf(what, sizeof what, "matmul_backward dinp (+=) %dx%dx%d", N, C, OC);
-    cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "matmul_backward dw (+=) %dx%dx%d", N, C, OC);
-    cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
+    test_cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
     // dinp == NULL: dw only, dinp untouched
     float *dDX2 = putf(dx_init, (size_t)N * C), *dDW2 = putf(dw_init, (size_t)OC * C);
     dev->matmul_backward(dev, NULL, dDW2, dG, dX, dW, N, C, OC);
@@ -136,8 +107,8 @@ static void check_matmul(int N, int C, int OC) {
 
 static void check_rmsnorm(int N, int C) {
     reset_arena();
-    float *x = rnd((size_t)N * C, 2), *w = rnd(C, 1), *g = rnd((size_t)N * C, 1);
-    float *y1 = rnd((size_t)N * C, 1), *r1 = rnd(N, 1), *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd(C, 1);
+    float *x = test_rnd((size_t)N * C, 2), *w = test_rnd(C, 1), *g = test_rnd((size_t)N * C, 1);
+    float *y1 = test_rnd((size_t)N * C, 1), *r1 = test_rnd(N, 1), *dx1 = test_rnd((size_t)N * C, 1), *dw1 = test_rnd(C, 1);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, C), *dG = putf(g, (size_t)N * C), *dY = putf(y1, (size_t)N * C),
           *dR = putf(r1, N), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, C);
     ref->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
@@ -145,10 +116,10 @@ static void check_rmsnorm(int N, int C) {
     ref->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
     dev->rmsnorm_backward(dev, dDX, dDW, dG, dX, dW, dR, N, C);
     float *y2 = get(dY, (size_t)N * C), *r2 = get(dR, N), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, C);
-    cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-6);
-    cmp("rmsnorm_forward rstd", r2, r1, N, 1e-6);
-    cmp("rmsnorm_backward dinp (+=)", dx2, dx1, (size_t)N * C, 1e-5);
-    cmp("rmsnorm_backward dw (+=)", dw2, dw1, C, 1e-5);
+    test_cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-6);
+    test_cmp("rmsnorm_forward rstd", r2, r1, N, 1e-6);
+    test_cmp("rmsnorm_backward dinp (+=)", dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp("rmsnorm_backward dw (+=)", dw2, dw1, C, 1e-5);
     pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(g); pt_aligned_free(y1); pt_aligned_free(y2);
     pt_aligned_free(r1); pt_aligned_free(r2); pt_aligned_free(dx1); pt_aligned_free(dx2); pt_aligned_free(dw1);
     pt_aligned_free(dw2);
@@ -157,21 +128,21 @@ static void check_rmsnorm(int N, int C) {
 static void check_rope(int B, int T, int NH, int D) {
     reset_arena();
     const size_t n = (size_t)B * T * NH * D;
-    float *cs = rnd((size_t)T * D, 1), *sn = rnd((size_t)T * D, 1), *x = rnd(n, 1), *a = dup(x, n);
+    float *cs = test_rnd((size_t)T * D, 1), *sn = test_rnd((size_t)T * D, 1), *x = test_rnd(n, 1), *a = test_dup(x, n);
     float *dC = putf(cs, (size_t)T * D), *dS = putf(sn, (size_t)T * D), *dX = putf(x, n), *dA = putf(x, n);
     float *dB = putf(x, n);  // overwritten: initial contents irrelevant
     ref->rope_forward(ref, a, a, cs, sn, B, T, NH, D);
     dev->rope_forward(dev, dA, dA, dC, dS, B, T, NH, D);  // in place
     dev->rope_forward(dev, dB, dX, dC, dS, B, T, NH, D);  // out of place
     float *r1 = get(dA, n), *r2 = get(dB, n);
-    cmp("rope_forward in place", r1, a, n, 1e-6);
-    cmp("rope_forward out of place", r2, a, n, 1e-6);
+    test_cmp("rope_forward in place", r1, a, n, 1e-6);
+    test_cmp("rope_forward out of place", r2, a, n, 1e-6);
     memcpy(a, x, sizeof(float) * n);
     dev->upload(dev, dA, x, sizeof(float) * n);
     ref->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
     dev->rope_backward(dev, dA, dA, dC, dS, B, T, NH, D);
     float *r3 = get(dA, n);
-    cmp("rope_backward in place", r3, a, n, 1e-6);
+    test_cmp("rope_backward in place", r3, a, n, 1e-6);
     pt_aligned_free(cs); pt_aligned_free(sn); pt_aligned_free(x); pt_aligned_free(a); pt_aligned_free(r1);
     pt_aligned_free(r2); pt_aligned_free(r3);
 }
@@ -179,10 +150,10 @@ static void check_rope(int B, int T, int NH, int D) {
 static void check_attention(int B, int T, int H, int KV, int D) {
     reset_arena();
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D;
-    float *q = rnd(nq, 2), *k = rnd(nk, 2), *v = rnd(nk, 1), *go = rnd(nq, 1), *o1 = rnd(nq, 1);
-    float *s1 = rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
+    float *q = test_rnd(nq, 2), *k = test_rnd(nk, 2), *v = test_rnd(nk, 1), *go = test_rnd(nq, 1), *o1 = test_rnd(nq, 1);
+    float *s1 = test_rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
     const size_t ns = dev->attention_saved_floats(dev, B, T, H, D);
-    float *tmp = rnd(ns > nq ? ns : nq, 1);
+    float *tmp = test_rnd(ns > nq ? ns : nq, 1);
     float *dQ = putf(q, nq), *dK = putf(k, nk), *dV = putf(v, nk), *dGO = putf(go, nq), *dO = putf(tmp, nq),
           *dS = putf(tmp, ns);
     ref->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
@@ -190,18 +161,18 @@ static void check_attention(int B, int T, int H, int KV, int D) {
     float *o2 = get(dO, nq);
     char what[96];
     snprintf(what, sizeof what, "attention_forward B%d T%d H%d KV%d D%d", B, T, H, KV, D);
-    cmp(what, o2, o1, nq, 1e-5);
-    float *dq1 = rnd(nq, 1), *dk1 = rnd(nk, 1), *dv1 = rnd(nk, 1);
+    test_cmp(what, o2, o1, nq, 1e-5);
+    float *dq1 = test_rnd(nq, 1), *dk1 = test_rnd(nk, 1), *dv1 = test_rnd(nk, 1);
     float *dDQ = putf(tmp, nq), *dDK = putf(tmp, nk), *dDV = putf(tmp, nk);  // OVERWRITTEN: garbage in
     ref->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
     dev->attention_backward(dev, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, B, T, H, KV, D);
     float *dq2 = get(dDQ, nq), *dk2 = get(dDK, nk), *dv2 = get(dDV, nk);
     snprintf(what, sizeof what, "attention_backward dq T%d D%d", T, D);
-    cmp(what, dq2, dq1, nq, 1e-5);
+    test_cmp(what, dq2, dq1, nq, 1e-5);
     snprintf(what, sizeof what, "attention_backward dk T%d D%d", T, D);
-    cmp(what, dk2, dk1, nk, 1e-5);
+    test_cmp(what, dk2, dk1, nk, 1e-5);
     snprintf(what, sizeof what, "attention_backward dv T%d D%d", T, D);
-    cmp(what, dv2, dv1, nk, 1e-5);
+    test_cmp(what, dv2, dv1, nk, 1e-5);
     pt_aligned_free(q); pt_aligned_free(k); pt_aligned_free(v); pt_aligned_free(go); pt_aligned_free(o1);
     pt_aligned_free(o2); pt_aligned_free(s1); pt_aligned_free(tmp); pt_aligned_free(dq1); pt_aligned_free(dk1);
     pt_aligned_free(dv1); pt_aligned_free(dq2); pt_aligned_free(dk2); pt_aligned_free(dv2);
@@ -210,17 +181,17 @@ static void check_attention(int B, int T, int H, int KV, int D) {
 static void check_elementwise(void) {
     reset_arena();
     const size_t n = 100003;  // several reduction blocks, odd tail
-    float *g = rnd(n, 8), *u = rnd(n, 2), *d = rnd(n, 1), *a1 = rnd(n, 1), *b1 = rnd(n, 1);
+    float *g = test_rnd(n, 8), *u = test_rnd(n, 2), *d = test_rnd(n, 1), *a1 = test_rnd(n, 1), *b1 = test_rnd(n, 1);
     float *dG = putf(g, n), *dU = putf(u, n), *dD = putf(d, n), *dA = putf(a1, n), *dB = putf(b1, n);
     ref->swiglu_forward(ref, a1, g, u, n);
     dev->swiglu_forward(dev, dA, dG, dU, n);
     float *a2 = get(dA, n);
-    cmp("swiglu_forward", a2, a1, n, 1e-6);
+    test_cmp("swiglu_forward", a2, a1, n, 1e-6);
     ref->swiglu_backward(ref, a1, b1, d, g, u, n);
     dev->swiglu_backward(dev, dA, dB, dD, dG, dU, n);
     float *a3 = get(dA, n), *b3 = get(dB, n);
-    cmp("swiglu_backward dgate", a3, a1, n, 1e-6);
-    cmp("swiglu_backward dup", b3, b1, n, 1e-6);
+    test_cmp("swiglu_backward dgate", a3, a1, n, 1e-6);
+    test_cmp("swiglu_backward dup", b3, b1, n, 1e-6);
     ref->add(ref, a1, g, u, n);
     dev->add(dev, dA, dG, dU, n);
     float *a4 = get(dA, n);
@@ -247,7 +218,7 @@ static void check_elementwise(void) {
     for (int i = 10; i < 30; i++) zok &= a6[i] == 0;
     CHECK(zok, "zero of a sub-range is wrong");
     // AdamW: 3 steps with weight decay, bitwise (same operation order, IEEE sqrt/div)
-    float *p1 = rnd(n, 1), *m1 = pt_aligned_alloc(sizeof(float) * n), *v1 = pt_aligned_alloc(sizeof(float) * n);
+    float *p1 = test_rnd(n, 1), *m1 = pt_aligned_alloc(sizeof(float) * n), *v1 = pt_aligned_alloc(sizeof(float) * n);
     memset(m1, 0, sizeof(float) * n);
     memset(v1, 0, sizeof(float) * n);
     float *dP = putf(p1, n), *dM = putf(m1, n), *dVv = putf(v1, n);
@@ -256,9 +227,9 @@ static void check_elementwise(void) {
         dev->adamw(dev, dP, dD, dM, dVv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
     }
     float *p2 = get(dP, n), *m2 = get(dM, n), *v2 = get(dVv, n);
-    cmp("adamw params", p2, p1, n, 1e-6);
-    cmp("adamw m", m2, m1, n, 1e-6);
-    cmp("adamw v", v2, v1, n, 1e-6);
+    test_cmp("adamw params", p2, p1, n, 1e-6);
+    test_cmp("adamw m", m2, m1, n, 1e-6);
+    test_cmp("adamw v", v2, v1, n, 1e-6);
     pt_aligned_free(g); pt_aligned_free(u); pt_aligned_free(d); pt_aligned_free(a1); pt_aligned_free(b1);
     pt_aligned_free(a2); pt_aligned_free(a3); pt_aligned_free(b3); pt_aligned_free(a4); pt_aligned_free(a5);
     pt_aligned_free(a6); pt_aligned_free(p1); pt_aligned_free(m1); pt_aligned_free(v1); pt_aligned_free(p2);
@@ -270,7 +241,7 @@ static void check_embedding(void) {
     const int N = 300, C = 40, V = 57;
     int32_t ids[300];
     for (int i = 0; i < N; i++) ids[i] = (i * 7 + i / 13) % V;
-    float *wte = rnd((size_t)V * C, 1), *e1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)V * C, 1);
+    float *wte = test_rnd((size_t)V * C, 1), *e1 = test_rnd((size_t)N * C, 1), *dw1 = test_rnd((size_t)V * C, 1);
     float *dW = putf(wte, (size_t)V * C), *dE = putf(e1, (size_t)N * C), *dDW = putf(dw1, (size_t)V * C);
     int32_t *dI = put(ids, sizeof ids);
     ref->embedding_forward(ref, e1, ids, wte, N, C);
@@ -289,7 +260,7 @@ static void check_embedding(void) {
     int ok = !memcmp(e3, wte + 3 * C, sizeof(float) * C) && !memcmp(e3 + 2 * C, wte + 5 * C, sizeof(float) * C);
     for (int c = 0; c < C; c++) ok &= e3[C + c] == 0 && e3[3 * C + c] == 0;
     CHECK(ok, "embedding_forward with ids < 0: want zero rows");
-    float *want = dup(dw2, (size_t)V * C);
+    float *want = test_dup(dw2, (size_t)V * C);
     for (int c = 0; c < C; c++) {
         want[3 * C + c] += e3[c];
         want[5 * C + c] += e3[2 * C + c];
@@ -319,8 +290,8 @@ static xent_case xent_case_new(int N, int C, int V, float *(*gen)(size_t, float)
     c.tg = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++) c.tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
     c.tg[N - 1] = V - 1;
-    c.dx = rnd((size_t)N * C, 1);
-    c.dw = rnd((size_t)V * C, 0.1f);
+    c.dx = test_rnd((size_t)N * C, 1);
+    c.dw = test_rnd((size_t)V * C, 0.1f);
     c.dX = putf(c.x, (size_t)N * C);
     c.dW = putf(c.w, (size_t)V * C);
     c.dDX = putf(c.dx, (size_t)N * C);
@@ -334,7 +305,7 @@ static void xent_case_free(xent_case *c) {
 
 static void check_xent(int N, int C, int V) {
     reset_arena();
-    xent_case c = xent_case_new(N, C, V, rnd);
+    xent_case c = xent_case_new(N, C, V, test_rnd);
     const float scale = c.scale;
     float *dx1 = c.dx, *dw1 = c.dw;
     double l1, l2, l3;
@@ -347,9 +318,9 @@ static void check_xent(int N, int C, int V) {
     float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
     char what[96];
     snprintf(what, sizeof what, "lm_head_xent dinp (overwrite) N%d V%d", N, V);
-    cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "lm_head_xent dw (+=) N%d V%d", N, V);
-    cmp(what, dw2, dw1, (size_t)V * C, 1e-5);
+    test_cmp(what, dw2, dw1, (size_t)V * C, 1e-5);
     xent_case_free(&c);
     pt_aligned_free(dx2); pt_aligned_free(dw2);
 }
@@ -448,7 +419,7 @@ static void check_bf16_kernels(void) {
     size_t diff;
     {  // swiglu
         const size_t n = 100003;
-        float *g = rnd_bf16(n, 8), *u = rnd_bf16(n, 2), *want = rnd(n, 1);
+        float *g = rnd_bf16(n, 8), *u = rnd_bf16(n, 2), *want = test_rnd(n, 1);
         float *dG = putf(g, n), *dU = putf(u, n), *dO = putf(want, n);
         ref->swiglu_forward(ref, want, g, u, n);
         dev->swiglu_forward(dev, dO, dG, dU, n);
@@ -476,7 +447,7 @@ static void check_bf16_kernels(void) {
     {  // rmsnorm
         const int N = 1000, C = 72;
         const size_t n = (size_t)N * C;
-        float *x = rnd_bf16(n, 2), *w = rnd_bf16(C, 1), *y = rnd(n, 1), *r = rnd(N, 1);
+        float *x = rnd_bf16(n, 2), *w = rnd_bf16(C, 1), *y = test_rnd(n, 1), *r = test_rnd(N, 1);
         float *dX = putf(x, n), *dW = putf(w, C), *dY = putf(y, n), *dR = putf(r, N);
         ref->rmsnorm_forward(ref, y, r, x, w, N, C, 1e-6f);
         dev->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
@@ -508,14 +479,14 @@ static void check_bf16_kernels(void) {
         ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, c.scale);
         dev->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, c.scale);
         // cpu-ref without the casts: how far bf16 itself moves the results
-        float *dx_fp32 = rnd((size_t)N * C, 1), *dw_fp32 = rnd((size_t)V * C, 0.1f);
+        float *dx_fp32 = test_rnd((size_t)N * C, 1), *dw_fp32 = test_rnd((size_t)V * C, 0.1f);
         ref->bf16_casts = false;
         ref->lm_head_xent(ref, &l_fp32, dx_fp32, dw_fp32, c.x, c.w, c.tg, N, C, V, c.scale);
         ref->bf16_casts = true;
         float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
         const double rel = fabs(l2 - l1) / fabs(l1), rel_bf16 = fabs(l1 - l_fp32) / fabs(l_fp32);
-        const double edx = relmax(dx2, dx1, (size_t)N * C), edw = relmax(dw2, dw1, (size_t)V * C);
-        const double edx_bf16 = relmax(dx_fp32, dx1, (size_t)N * C);
+        const double edx = test_relmax(dx2, dx1, (size_t)N * C), edw = test_relmax(dw2, dw1, (size_t)V * C);
+        const double edx_bf16 = test_relmax(dx_fp32, dx1, (size_t)N * C);
         printf("bf16 lm_head_xent: loss %.10f (cpu-ref %.10f, relative %.3e; bf16's own effect %.3e); "
                "dinp %.3e (bf16's own effect %.3e), dw %.3e relative-to-max\n", l2 / N, l1 / N, rel, rel_bf16, edx,
                edx_bf16, edw);
@@ -541,7 +512,7 @@ static float *ref_fp32_grads(const char *dir, const int32_t *ids, const int32_t 
     double loss;
     int n;
     CHECK(qwen3_forward_backward(&m, ids, lab, B, T, 1.0f / (B * T), &loss, &n) == 0, "%s", pt_last_error());
-    float *g = dup(m.grads, m.num_params);
+    float *g = test_dup(m.grads, m.num_params);
     qwen3_free(&m);
     return g;
 }
@@ -585,14 +556,14 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     const char *worst_name = "", *worst_ratio_name = "";
     for (int i = 0; i < mr.num_tensors; i++) {
         const qwen3_param_info *t = &mr.tensors[i];
-        double r = relmax(g + t->offset, mr.grads + t->offset, t->numel);
+        double r = test_relmax(g + t->offset, mr.grads + t->offset, t->numel);
         if (r > worst) {
             worst = r;
             worst_name = t->name;
         }
         CHECK(r <= grad_tol, "[%s] grad %s: relative-to-max error %.3e > %.0e", name, t->name, r, grad_tol);
         if (!g_fp32) continue;
-        const double effect = relmax(g_fp32 + t->offset, mr.grads + t->offset, t->numel);
+        const double effect = test_relmax(g_fp32 + t->offset, mr.grads + t->offset, t->numel);
         least_bf16_effect = fmin(least_bf16_effect, effect);
         if (r / effect > worst_ratio) {
             worst_ratio = r / effect;
@@ -784,20 +755,20 @@ static void check_cache(const char *dir) {
 // within 1e-2 relative-to-max (10 mantissa bits per operand).
 static void check_tf32(int N, int C, int OC) {
     reset_arena();
-    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 0.5f), *o1 = rnd((size_t)N * OC, 1);
+    float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)OC * C, 0.5f), *o1 = test_rnd((size_t)N * OC, 1);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dO = putf(o1, (size_t)N * OC);
     ref->matmul_forward(ref, o1, x, w, N, C, OC);
     dev->tf32 = true;
     dev->matmul_forward(dev, dO, dX, dW, N, C, OC);
     dev->tf32 = false;
     float *o2 = get(dO, (size_t)N * OC);
-    const double e = relmax(o2, o1, (size_t)N * OC);
+    const double e = test_relmax(o2, o1, (size_t)N * OC);
     printf("tf32 matmul_forward %dx%dx%d: relative-to-max difference to fp32 cpu-ref %.3e\n", N, C, OC, e);
     CHECK(e > 1e-6, "tf32 matmul_forward equals fp32 to %.3e: the tf32 switch has no effect", e);
     CHECK(e <= 1e-2, "tf32 matmul_forward: relative-to-max %.3e > 1e-2", e);
     dev->matmul_forward(dev, dO, dX, dW, N, C, OC);  // and off again: fp32
     float *o3 = get(dO, (size_t)N * OC);
-    CHECK(relmax(o3, o1, (size_t)N * OC) <= 1e-5, "matmul_forward after tf32 is switched off is not fp32");
+    CHECK(test_relmax(o3, o1, (size_t)N * OC) <= 1e-5, "matmul_forward after tf32 is switched off is not fp32");
     pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(o1); pt_aligned_free(o2); pt_aligned_free(o3);
 }
 
@@ -827,8 +798,8 @@ static void check_xent_chunks(int rows) {
             ref->lm_head_xent(ref, &l1, c.dx, c.dw, c.x, c.w, c.tg, N, C, V, c.scale);
             dev->lm_head_xent_bf16(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, w16, c.dT, N, C, V, c.scale);
             float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
-            const double rel = fabs(l2 - l1) / fabs(l1), edx = relmax(dx2, c.dx, (size_t)N * C),
-                         edw = relmax(dw2, c.dw, (size_t)V * C);
+            const double rel = fabs(l2 - l1) / fabs(l1), edx = test_relmax(dx2, c.dx, (size_t)N * C),
+                         edw = test_relmax(dw2, c.dw, (size_t)V * C);
             printf("bf16 lm_head_xent_bf16 N=%d in chunks of %d: loss relative %.3e, dinp %.3e, dw %.3e\n", N, rows,
                    rel, edx, edw);
             CHECK(rel <= 1e-5 && edx <= 1e-3 && edw <= 1e-3,
@@ -850,7 +821,7 @@ static void check_xent_chunks(int rows) {
 static void check_matmul_bf16(int N, int C, int OC) {
     reset_arena();
     float *x = rnd_bf16((size_t)N * C, 1), *w = rnd_bf16((size_t)OC * C, 0.5f), *g = rnd_bf16((size_t)N * OC, 1);
-    float *o1 = rnd((size_t)N * OC, 1), *dx1 = rnd((size_t)N * C, 1), *dw1 = rnd((size_t)OC * C, 1);
+    float *o1 = test_rnd((size_t)N * OC, 1), *dx1 = test_rnd((size_t)N * C, 1), *dw1 = test_rnd((size_t)OC * C, 1);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dG = putf(g, (size_t)N * OC);
     float *dO = putf(o1, (size_t)N * OC), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, (size_t)OC * C);
     uint16_t *w16 = put(NULL, sizeof(uint16_t) * OC * C);
@@ -867,11 +838,11 @@ static void check_matmul_bf16(int N, int C, int OC) {
     float *o2 = get(dO, (size_t)N * OC), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)OC * C);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward_bf16 %dx%dx%d", N, C, OC);
-    cmp(what, o2, o1, (size_t)N * OC, 1e-5);
+    test_cmp(what, o2, o1, (size_t)N * OC, 1e-5);
     snprintf(what, sizeof what, "matmul_backward_bf16 dinp (+=) %dx%dx%d", N, C, OC);
-    cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "matmul_backward_bf16 dw (+=) %dx%dx%d", N, C, OC);
-    cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
+    test_cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
     free(h16);
     pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(g); pt_aligned_free(o1); pt_aligned_free(o2);
     pt_aligned_free(dx1); pt_aligned_free(dx2); pt_aligned_free(dw1); pt_aligned_free(dw2);
@@ -989,7 +960,7 @@ int main(int argc, char **argv) {
               pt_last_error());
         pt_backend_destroy(bad2);
     }
-    printf("kernels: worst relative-to-max error %.3e\n", worst_kernel);
+    printf("kernels: worst relative-to-max error %.3e\n", test_worst_kernel);
 
     char *tied = test_source_path("tests/fixtures/golden/tied");
     char *untied = test_source_path("tests/fixtures/golden/untied");

@@ -24,61 +24,30 @@
 
 static pt_backend *ref, *cpu;
 
-// ------------------------------------------------------------ helpers
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {  // uniform [-1, 1)
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
-}
-static float *rnd(size_t n, float amp) {
-    float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) p[i] = amp * frand();
-    return p;
-}
-static float *dup(const float *a, size_t n) {
-    float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
-    memcpy(p, a, sizeof(float) * n);
-    return p;
-}
-// max |a-b| / max |b|
-static double relmax(const float *a, const float *b, size_t n) {
-    double mx = 0, err = 0;
-    for (size_t i = 0; i < n; i++) {
-        mx = fmax(mx, fabs((double)b[i]));
-        err = fmax(err, fabs((double)a[i] - (double)b[i]));
-    }
-    return mx > 0 ? err / mx : err;
-}
-static double worst_kernel = 0;
-static void cmp(const char *what, const float *got, const float *want, size_t n, double tol) {
-    double r = relmax(got, want, n);
-    if (r > worst_kernel) worst_kernel = r;
-    CHECK(r <= tol, "%s: relative-to-max error %.3e > %.1e", what, r, tol);
-}
+// ------------------------------------------------------------ helpers (test_rnd, test_cmp, ...: testutil.h)
 
 // ------------------------------------------------------------ kernels
 
 static void check_matmul(int N, int C, int OC) {
-    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 0.5f), *g = rnd((size_t)N * OC, 1);
-    float *o1 = rnd((size_t)N * OC, 1), *o2 = dup(o1, (size_t)N * OC);
+    float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)OC * C, 0.5f), *g = test_rnd((size_t)N * OC, 1);
+    float *o1 = test_rnd((size_t)N * OC, 1), *o2 = test_dup(o1, (size_t)N * OC);
     ref->matmul_forward(ref, o1, x, w, N, C, OC);
     cpu->matmul_forward(cpu, o2, x, w, N, C, OC);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d", N, C, OC);
-    cmp(what, o2, o1, (size_t)N * OC, 1e-5);
-    float *dx1 = rnd((size_t)N * C, 1), *dx2 = dup(dx1, (size_t)N * C);
-    float *dw1 = rnd((size_t)OC * C, 1), *dw2 = dup(dw1, (size_t)OC * C);
+    test_cmp(what, o2, o1, (size_t)N * OC, 1e-5);
+    float *dx1 = test_rnd((size_t)N * C, 1), *dx2 = test_dup(dx1, (size_t)N * C);
+    float *dw1 = test_rnd((size_t)OC * C, 1), *dw2 = test_dup(dw1, (size_t)OC * C);
     ref->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
     cpu->matmul_backward(cpu, dx2, dw2, g, x, w, N, C, OC);
     snprintf(what, sizeof what, "matmul_backward dinp %dx%dx%d", N, C, OC);
-    cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "matmul_backward dw %dx%dx%d", N, C, OC);
-    cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
+    test_cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
     // bitwise: our split over threads vs one single-threaded OpenBLAS call (1 thread)
-    float *o4 = dup(o2, (size_t)N * OC);
-    float *dw3 = rnd((size_t)OC * C, 1), *dw4 = dup(dw3, (size_t)OC * C), *dx3 = rnd((size_t)N * C, 1),
-          *dx4 = dup(dx3, (size_t)N * C);
+    float *o4 = test_dup(o2, (size_t)N * OC);
+    float *dw3 = test_rnd((size_t)OC * C, 1), *dw4 = test_dup(dw3, (size_t)OC * C), *dx3 = test_rnd((size_t)N * C, 1),
+          *dx4 = test_dup(dx3, (size_t)N * C);
     cpu->matmul_backward(cpu, dx3, dw3, g, x, w, N, C, OC);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -97,17 +66,17 @@ static void check_matmul(int N, int C, int OC) {
 }
 
 static void check_rmsnorm(int N, int C) {
-    float *x = rnd((size_t)N * C, 2), *w = rnd(C, 1), *g = rnd((size_t)N * C, 1);
-    float *y1 = rnd((size_t)N * C, 1), *y2 = dup(y1, (size_t)N * C), *r1 = rnd(N, 1), *r2 = dup(r1, N);
+    float *x = test_rnd((size_t)N * C, 2), *w = test_rnd(C, 1), *g = test_rnd((size_t)N * C, 1);
+    float *y1 = test_rnd((size_t)N * C, 1), *y2 = test_dup(y1, (size_t)N * C), *r1 = test_rnd(N, 1), *r2 = test_dup(r1, N);
     ref->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
     cpu->rmsnorm_forward(cpu, y2, r2, x, w, N, C, 1e-6f);
-    cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-5);
-    cmp("rmsnorm_forward rstd", r2, r1, N, 1e-5);
-    float *dx1 = rnd((size_t)N * C, 1), *dx2 = dup(dx1, (size_t)N * C), *dw1 = rnd(C, 1), *dw2 = dup(dw1, C);
+    test_cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-5);
+    test_cmp("rmsnorm_forward rstd", r2, r1, N, 1e-5);
+    float *dx1 = test_rnd((size_t)N * C, 1), *dx2 = test_dup(dx1, (size_t)N * C), *dw1 = test_rnd(C, 1), *dw2 = test_dup(dw1, C);
     ref->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
     cpu->rmsnorm_backward(cpu, dx2, dw2, g, x, w, r1, N, C);
-    cmp("rmsnorm_backward dinp", dx2, dx1, (size_t)N * C, 1e-5);
-    cmp("rmsnorm_backward dw", dw2, dw1, C, 1e-5);
+    test_cmp("rmsnorm_backward dinp", dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp("rmsnorm_backward dw", dw2, dw1, C, 1e-5);
     pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(g); pt_aligned_free(y1); pt_aligned_free(y2);
     pt_aligned_free(r1); pt_aligned_free(r2); pt_aligned_free(dx1); pt_aligned_free(dx2); pt_aligned_free(dw1);
     pt_aligned_free(dw2);
@@ -115,45 +84,45 @@ static void check_rmsnorm(int N, int C) {
 
 static void check_rope(int B, int T, int NH, int D) {
     const size_t n = (size_t)B * T * NH * D;
-    float *cs = rnd((size_t)T * D, 1), *sn = rnd((size_t)T * D, 1), *x = rnd(n, 1);
-    float *a = dup(x, n), *b = dup(x, n), *c = rnd(n, 1);
+    float *cs = test_rnd((size_t)T * D, 1), *sn = test_rnd((size_t)T * D, 1), *x = test_rnd(n, 1);
+    float *a = test_dup(x, n), *b = test_dup(x, n), *c = test_rnd(n, 1);
     ref->rope_forward(ref, a, a, cs, sn, B, T, NH, D);  // in place
     cpu->rope_forward(cpu, b, b, cs, sn, B, T, NH, D);
-    cmp("rope_forward in place", b, a, n, 1e-6);
+    test_cmp("rope_forward in place", b, a, n, 1e-6);
     cpu->rope_forward(cpu, c, x, cs, sn, B, T, NH, D);
-    cmp("rope_forward out of place", c, a, n, 1e-6);
+    test_cmp("rope_forward out of place", c, a, n, 1e-6);
     memcpy(a, x, sizeof(float) * n);
     memcpy(b, x, sizeof(float) * n);
     ref->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
     cpu->rope_backward(cpu, b, b, cs, sn, B, T, NH, D);
-    cmp("rope_backward", b, a, n, 1e-6);
+    test_cmp("rope_backward", b, a, n, 1e-6);
     pt_aligned_free(cs); pt_aligned_free(sn); pt_aligned_free(x); pt_aligned_free(a); pt_aligned_free(b);
     pt_aligned_free(c);
 }
 
 static void check_attention(int B, int T, int H, int KV, int D) {
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D;
-    float *q = rnd(nq, 2), *k = rnd(nk, 2), *v = rnd(nk, 1), *go = rnd(nq, 1);
-    float *o1 = rnd(nq, 1), *o2 = rnd(nq, 1);
-    float *s1 = rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
+    float *q = test_rnd(nq, 2), *k = test_rnd(nk, 2), *v = test_rnd(nk, 1), *go = test_rnd(nq, 1);
+    float *o1 = test_rnd(nq, 1), *o2 = test_rnd(nq, 1);
+    float *s1 = test_rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
     size_t ns2 = cpu->attention_saved_floats(cpu, B, T, H, D);
     CHECK(ns2 == (size_t)B * H * T, "attention_saved_floats %zu, want B*H*T", ns2);
-    float *s2 = rnd(ns2, 1);
+    float *s2 = test_rnd(ns2, 1);
     ref->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
     cpu->attention_forward(cpu, o2, s2, q, k, v, B, T, H, KV, D);
     char what[96];
     snprintf(what, sizeof what, "attention_forward B%d T%d H%d KV%d D%d", B, T, H, KV, D);
-    cmp(what, o2, o1, nq, 1e-5);
-    float *dq1 = rnd(nq, 1), *dk1 = rnd(nk, 1), *dv1 = rnd(nk, 1), *dq2 = rnd(nq, 1), *dk2 = rnd(nk, 1),
-          *dv2 = rnd(nk, 1);
+    test_cmp(what, o2, o1, nq, 1e-5);
+    float *dq1 = test_rnd(nq, 1), *dk1 = test_rnd(nk, 1), *dv1 = test_rnd(nk, 1), *dq2 = test_rnd(nq, 1), *dk2 = test_rnd(nk, 1),
+          *dv2 = test_rnd(nk, 1);
     ref->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
     cpu->attention_backward(cpu, dq2, dk2, dv2, go, q, k, v, o2, s2, B, T, H, KV, D);
     snprintf(what, sizeof what, "attention_backward dq T%d D%d", T, D);
-    cmp(what, dq2, dq1, nq, 1e-5);
+    test_cmp(what, dq2, dq1, nq, 1e-5);
     snprintf(what, sizeof what, "attention_backward dk T%d D%d", T, D);
-    cmp(what, dk2, dk1, nk, 1e-5);
+    test_cmp(what, dk2, dk1, nk, 1e-5);
     snprintf(what, sizeof what, "attention_backward dv T%d D%d", T, D);
-    cmp(what, dv2, dv1, nk, 1e-5);
+    test_cmp(what, dv2, dv1, nk, 1e-5);
     pt_aligned_free(q); pt_aligned_free(k); pt_aligned_free(v); pt_aligned_free(go); pt_aligned_free(o1);
     pt_aligned_free(o2); pt_aligned_free(s1); pt_aligned_free(s2); pt_aligned_free(dq1); pt_aligned_free(dk1);
     pt_aligned_free(dv1); pt_aligned_free(dq2); pt_aligned_free(dk2); pt_aligned_free(dv2);
@@ -161,15 +130,15 @@ static void check_attention(int B, int T, int H, int KV, int D) {
 
 static void check_elementwise(void) {
     const size_t n = 100003;  // crosses several blocks, odd tail
-    float *g = rnd(n, 8), *u = rnd(n, 2), *d = rnd(n, 1);
-    float *a1 = rnd(n, 1), *a2 = rnd(n, 1), *b1 = rnd(n, 1), *b2 = rnd(n, 1);
+    float *g = test_rnd(n, 8), *u = test_rnd(n, 2), *d = test_rnd(n, 1);
+    float *a1 = test_rnd(n, 1), *a2 = test_rnd(n, 1), *b1 = test_rnd(n, 1), *b2 = test_rnd(n, 1);
     ref->swiglu_forward(ref, a1, g, u, n);
     cpu->swiglu_forward(cpu, a2, g, u, n);
-    cmp("swiglu_forward", a2, a1, n, 1e-6);
+    test_cmp("swiglu_forward", a2, a1, n, 1e-6);
     ref->swiglu_backward(ref, a1, b1, d, g, u, n);
     cpu->swiglu_backward(cpu, a2, b2, d, g, u, n);
-    cmp("swiglu_backward dgate", a2, a1, n, 1e-6);
-    cmp("swiglu_backward dup", b2, b1, n, 1e-6);
+    test_cmp("swiglu_backward dgate", a2, a1, n, 1e-6);
+    test_cmp("swiglu_backward dup", b2, b1, n, 1e-6);
     ref->add(ref, a1, g, u, n);
     cpu->add(cpu, a2, g, u, n);
     CHECK(!memcmp(a1, a2, sizeof(float) * n), "add differs");
@@ -183,23 +152,23 @@ static void check_elementwise(void) {
     cpu->sum_squares(cpu, &s2, g, n);
     CHECK(fabs(s1 - s2) <= 1e-12 * s1, "sum_squares %.17g vs %.17g", s2, s1);
     // AdamW: 3 steps with weight decay
-    float *p1 = rnd(n, 1), *p2 = dup(p1, n), *m1 = rnd(n, 0), *m2 = rnd(n, 0), *v1 = rnd(n, 0), *v2 = rnd(n, 0);
+    float *p1 = test_rnd(n, 1), *p2 = test_dup(p1, n), *m1 = test_rnd(n, 0), *m2 = test_rnd(n, 0), *v1 = test_rnd(n, 0), *v2 = test_rnd(n, 0);
     for (int t = 1; t <= 3; t++) {
         ref->adamw(ref, p1, d, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
         cpu->adamw(cpu, p2, d, m2, v2, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
     }
-    cmp("adamw params", p2, p1, n, 1e-6);
-    cmp("adamw m", m2, m1, n, 1e-6);
-    cmp("adamw v", v2, v1, n, 1e-6);
+    test_cmp("adamw params", p2, p1, n, 1e-6);
+    test_cmp("adamw m", m2, m1, n, 1e-6);
+    test_cmp("adamw v", v2, v1, n, 1e-6);
     // embedding with repeated ids
     const int N = 300, C = 40, V = 57;
     int32_t ids[300];
     for (int i = 0; i < N; i++) ids[i] = (i * 7 + i / 13) % V;
-    float *wte = rnd((size_t)V * C, 1), *e1 = rnd((size_t)N * C, 1), *e2 = rnd((size_t)N * C, 1);
+    float *wte = test_rnd((size_t)V * C, 1), *e1 = test_rnd((size_t)N * C, 1), *e2 = test_rnd((size_t)N * C, 1);
     ref->embedding_forward(ref, e1, ids, wte, N, C);
     cpu->embedding_forward(cpu, e2, ids, wte, N, C);
     CHECK(!memcmp(e1, e2, sizeof(float) * N * C), "embedding_forward differs");
-    float *dw1 = rnd((size_t)V * C, 1), *dw2 = dup(dw1, (size_t)V * C);
+    float *dw1 = test_rnd((size_t)V * C, 1), *dw2 = test_dup(dw1, (size_t)V * C);
     ref->embedding_backward(ref, dw1, e1, ids, N, C);
     cpu->embedding_backward(cpu, dw2, e1, ids, N, C);
     CHECK(!memcmp(dw1, dw2, sizeof(float) * V * C), "embedding_backward differs");
@@ -215,13 +184,13 @@ static void check_elementwise(void) {
 }
 
 static void check_xent(int N, int C, int V) {
-    float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)V * C, 0.3f);
+    float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)V * C, 0.3f);
     int32_t *tg = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++) tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
     tg[N - 1] = V - 1;  // the last (partial) vocabulary tile
     const float scale = 1.0f / N;
-    float *dx1 = rnd((size_t)N * C, 1), *dx2 = rnd((size_t)N * C, 1);
-    float *dw1 = rnd((size_t)V * C, 0.1f), *dw2 = dup(dw1, (size_t)V * C);
+    float *dx1 = test_rnd((size_t)N * C, 1), *dx2 = test_rnd((size_t)N * C, 1);
+    float *dw1 = test_rnd((size_t)V * C, 0.1f), *dw2 = test_dup(dw1, (size_t)V * C);
     double l1, l2, l3;
     ref->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
     cpu->lm_head_xent(cpu, &l2, dx2, dw2, x, w, tg, N, C, V, scale);
@@ -231,9 +200,9 @@ static void check_xent(int N, int C, int V) {
     CHECK(l3 == l2, "xent forward-only loss %.17g differs from training loss %.17g", l3, l2);
     char what[96];
     snprintf(what, sizeof what, "lm_head_xent dinp N%d V%d", N, V);
-    cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
+    test_cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "lm_head_xent dw N%d V%d", N, V);
-    cmp(what, dw2, dw1, (size_t)V * C, 1e-5);
+    test_cmp(what, dw2, dw1, (size_t)V * C, 1e-5);
     pt_aligned_free(x); pt_aligned_free(w); free(tg); pt_aligned_free(dx1); pt_aligned_free(dx2);
     pt_aligned_free(dw1); pt_aligned_free(dw2);
 }
@@ -309,7 +278,7 @@ static void check_model_grads(const char *name, const char *dir, int B, int T) {
     const char *worst_name = "";
     for (int i = 0; i < mr.num_tensors; i++) {
         const qwen3_param_info *t = &mr.tensors[i];
-        double r = relmax(mc.grads + t->offset, mr.grads + t->offset, t->numel);
+        double r = test_relmax(mc.grads + t->offset, mr.grads + t->offset, t->numel);
         if (r > worst) {
             worst = r;
             worst_name = t->name;
@@ -473,7 +442,7 @@ int main(void) {
     check_elementwise();
     check_xent(300, 40, 3000);  // 2 row chunks of 256, 3 vocabulary tiles of 1024
     check_xent(7, 64, 100);
-    printf("kernels: worst relative-to-max error %.3e\n", worst_kernel);
+    printf("kernels: worst relative-to-max error %.3e\n", test_worst_kernel);
 
     char *tied = test_source_path("tests/fixtures/golden/tied");
     char *untied = test_source_path("tests/fixtures/golden/untied");

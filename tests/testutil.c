@@ -1,5 +1,9 @@
 #include "testutil.h"
 
+#include "util/common.h"
+
+#include <math.h>
+
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,4 +70,36 @@ int test_run(const char *cmd, char **out, char **err) {
     rmdir(dir);
     free(dir);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+// ---- kernel-test helpers
+
+static uint64_t test_rng = 0x9E3779B97F4A7C15ull;
+float test_frand(void) {
+    test_rng = test_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((test_rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+float *test_rnd(size_t n, float amp) {
+    float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = amp * test_frand();
+    return p;
+}
+float *test_dup(const float *a, size_t n) {
+    float *p = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
+    memcpy(p, a, sizeof(float) * n);
+    return p;
+}
+double test_relmax(const float *a, const float *b, size_t n) {
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs((double)b[i]));
+        err = fmax(err, fabs((double)a[i] - (double)b[i]));
+    }
+    return mx > 0 ? err / mx : err;
+}
+double test_worst_kernel = 0;
+void test_cmp(const char *what, const float *got, const float *want, size_t n, double tol) {
+    double r = test_relmax(got, want, n);
+    if (r > test_worst_kernel) test_worst_kernel = r;
+    CHECK(r <= tol, "%s: relative-to-max error %.3e > %.1e", what, r, tol);
 }

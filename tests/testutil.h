@@ -40,3 +40,12 @@ static inline float bits_to_float(uint32_t u) {
     memcpy(&f, &u, 4);
     return f;
 }
+
+// Kernel-test helpers (backend parity tests). A fixed LCG, so every run draws the same numbers.
+float test_frand(void);                              // uniform [-1, 1)
+float *test_rnd(size_t n, float amp);                // n values amp * test_frand(), aligned, caller frees
+float *test_dup(const float *a, size_t n);           // aligned copy
+double test_relmax(const float *a, const float *b, size_t n);  // max |a-b| / max |b|
+// CHECKs test_relmax(got, want) <= tol naming `what`; keeps the worst ratio in test_worst_kernel.
+extern double test_worst_kernel;
+void test_cmp(const char *what, const float *got, const float *want, size_t n, double tol);
