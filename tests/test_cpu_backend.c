@@ -183,7 +183,7 @@ static void check_elementwise(void) {
     pt_aligned_free(e2); pt_aligned_free(dw1); pt_aligned_free(dw2);
 }
 
-static void check_xent(int N, int C, int V) {
+static void check_xent(pt_backend *dev, int N, int C, int V) {
     float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)V * C, 0.3f);
     int32_t *tg = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++) tg[i] = i % 11 == 5 ? -100 : (int32_t)((i * 7919u) % V);
@@ -193,8 +193,8 @@ static void check_xent(int N, int C, int V) {
     float *dw1 = test_rnd((size_t)V * C, 0.1f), *dw2 = test_dup(dw1, (size_t)V * C);
     double l1, l2, l3;
     ref->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
-    cpu->lm_head_xent(cpu, &l2, dx2, dw2, x, w, tg, N, C, V, scale);
-    cpu->lm_head_xent(cpu, &l3, NULL, NULL, x, w, tg, N, C, V, 0.0f);
+    dev->lm_head_xent(dev, &l2, dx2, dw2, x, w, tg, N, C, V, scale);
+    dev->lm_head_xent(dev, &l3, NULL, NULL, x, w, tg, N, C, V, 0.0f);
     printf("lm_head_xent N=%d C=%d V=%d: loss %.10f (cpu-ref %.10f)\n", N, C, V, l2, l1);
     CHECK(fabs(l2 - l1) <= 1e-6 * fabs(l1), "xent loss %.10f vs %.10f", l2, l1);
     CHECK(l3 == l2, "xent forward-only loss %.17g differs from training loss %.17g", l3, l2);
@@ -212,7 +212,7 @@ static void check_xent(int N, int C, int V) {
 static qwen3_config big_config(void) {
     qwen3_config c;
     memset(&c, 0, sizeof c);
-    c.vocab_size = 2500;  // 3 vocabulary tiles of 1024 (last one partial)
+    c.vocab_size = 2500;  // 2 vocabulary tiles of 2048 (last one partial)
     c.hidden_size = 64;
     c.intermediate_size = 96;
     c.num_hidden_layers = 2;
@@ -439,9 +439,22 @@ int main(void) {
     check_attention(1, 130, 2, 1, 128);
     check_attention(1, 64, 3, 3, 32);   // exactly one tile, MHA
     check_attention(2, 5, 2, 1, 16);
+    check_attention(1, 300, 8, 2, 64);  // 5 query tiles, 4 query heads per KV head
     check_elementwise();
-    check_xent(300, 40, 3000);  // 2 row chunks of 256, 3 vocabulary tiles of 1024
-    check_xent(7, 64, 100);
+    check_xent(cpu, 300, 40, 3000);  // default chunking: one chunk of rows, 2 vocabulary tiles (last partial)
+    check_xent(cpu, 7, 64, 100);
+    {  // small chunks: 3 row chunks of 128 (last partial), 3 vocabulary tiles of 1024 (last partial)
+        setenv("PT_CPU_XENT_ROWS", "128", 1);
+        setenv("PT_CPU_XENT_TILE", "1024", 1);
+        pt_backend *small = pt_backend_create("cpu");
+        unsetenv("PT_CPU_XENT_ROWS");
+        unsetenv("PT_CPU_XENT_TILE");
+        CHECK(small != NULL, "cpu backend with small lm_head chunks: %s", pt_last_error());
+        if (small) {
+            check_xent(small, 300, 40, 3000);
+            pt_backend_destroy(small);
+        }
+    }
     printf("kernels: worst relative-to-max error %.3e\n", test_worst_kernel);
 
     char *tied = test_source_path("tests/fixtures/golden/tied");
@@ -451,7 +464,7 @@ int main(void) {
     make_big(big, &bdata);
     check_model_grads("tied", tied, 2, 16);
     check_model_grads("untied", untied, 2, 16);
-    check_model_grads("vocab2500", big, 4, 80);  // 320 rows: 2 row chunks; T=80: 2 attention tiles
+    check_model_grads("vocab2500", big, 4, 80);  // 320 rows, 2 vocabulary tiles; T=80: 2 attention tiles
 
     check_curves("tied", tied, tdata, 2, 16);
     check_curves("untied", untied, udata, 2, 16);

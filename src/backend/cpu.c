@@ -3,23 +3,24 @@
 // Design (details and measurements in docs/PERF_NOTES.md):
 // - Matmuls through OpenBLAS cblas_sgemm, always SINGLE-threaded inside our
 //   own OpenMP tasks (one thread pool for the whole step, no OpenBLAS worker
-//   threads spinning against ours). A matmul is split into 1-D blocks of its
-//   output (rows when op(B) is the smaller operand, columns otherwise), the
-//   split fixed by the shape alone, so results do not depend on the thread
-//   count. PT_CPU_GEMM=openblas hands whole matmuls to OpenBLAS's own threads
-//   instead (for comparison only: not thread-count independent).
+//   threads spinning against ours). A matmul is split into one output block
+//   per thread (rows first), each computed with the full K by one sgemm call,
+//   so no sum depends on the split (see gemm()). PT_CPU_GEMM=openblas hands
+//   whole matmuls to OpenBLAS's own threads instead (for comparison only).
 // - lm_head + cross-entropy in chunks of rows x vocabulary tiles: the [N x V]
-//   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 256)
+//   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 512)
 //   is computed tile by tile (PT_CPU_XENT_TILE vocabulary columns, default
-//   1024), each tile's max / sum-exp taken while it is in cache and exp()
+//   2048), each tile's max / sum-exp taken while it is in the last-level cache and exp()
 //   stored in place; the per-row logsumexp then combines the tiles in a fixed
 //   order, and a second pass over the tiles turns them into gradients and
 //   feeds dW (+= G^T X) and a per-group partial of dX (G W) while they are in
 //   cache. Partials are reduced in a fixed order.
-// - Attention flash-style: online softmax over key tiles of ATT_BK keys,
-//   saved = logsumexp per (b, h, t). Backward per (b, kv-head) task: it owns
-//   dK/dV of its KV head and dQ of the query heads it serves, so there are
-//   no atomics and no per-head K/V copies (GQA by indexing).
+// - Attention flash-style: query tiles of ATT_BQ rows against key blocks of
+//   ATT_BK keys, online softmax across blocks, saved = logsumexp per
+//   (b, h, t); the tile products are single-threaded sgemm calls on strided
+//   views of q/k/v. Backward per (b, kv-head) task: it owns dK/dV of its KV
+//   head and dQ of the query heads it serves, so there are no atomics and no
+//   per-head K/V copies (GQA by indexing).
 // - Elementwise and row kernels are written as plain C loops that GCC
 //   vectorises, compiled three times with target_clones (x86-64-v4 = AVX-512,
 //   x86-64-v3 = AVX2+FMA, baseline SSE2) and picked at load time by the CPU,
@@ -58,7 +59,7 @@ char *openblas_get_corename(void);
 #define PT_CLONES
 #endif
 
-enum { GEMM_MAX_BLOCKS = 8, ATT_BQ = 64, ATT_BK = 64, EW_BLOCK = 1 << 14, XENT_GROUPS = 16, RMS_RB = 32, SS_BLK = 4096 };
+enum { ATT_BQ = 64, ATT_BK = 64, EW_BLOCK = 1 << 14, XENT_GROUPS = 16, RMS_RB = 32, SS_BLK = 4096 };
 
 typedef struct {
     void *p;
@@ -250,8 +251,17 @@ static inline void sgemm1(int ta, int tb, int M, int N, int K, const float *A, i
                 lda, B, ldb, beta, C, ldc);
 }
 
-// Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, split in 1-D output
-// blocks over our OpenMP threads (single-threaded OpenBLAS inside).
+// Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, split in output blocks
+// over our OpenMP threads (single-threaded OpenBLAS inside), one block per
+// thread: rows first (pm blocks of >= 64 rows), then columns when there are
+// more threads than row blocks. Every output element is computed by one
+// sgemm call with the full K, so no sum depends on the split. The blocks are
+// kept >= 4 MFLOP (M*N*K >= 2e6): above the size where OpenBLAS switches to
+// its small-matrix kernels (another summation order), so a block computes
+// the same bits as the whole matrix would and results do not depend on the
+// thread count either (tests/test_cpu_backend.c checks 1 vs 2 threads).
+// Measured against the earlier shape-only split into up to 8 blocks
+// (docs/PERF_NOTES.md): 258 vs 303 ms for a 0.6b-4l layer's matmuls.
 static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
@@ -263,37 +273,24 @@ static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const 
         openblas_set_num_threads(1);
         return;
     }
-    // Split the output along M when op(B) [K,N] is the smaller operand (each
-    // block re-packs B), along N otherwise, into at most GEMM_MAX_BLOCKS
-    // blocks of >= 64 rows/columns and >= ~4 MFLOP. The split depends on the
-    // shape only, never on the thread count: OpenBLAS may take a different
-    // path for a small block than for the whole matrix (its small-matrix
-    // kernels round differently), so a thread-dependent split would make
-    // results thread-dependent.
-    const int split_m = (double)N <= (double)M;
-    const int dim = split_m ? M : N;
-    int nt = GEMM_MAX_BLOCKS;
-    const int maxb = (int)PT_MAX(1.0, flops / 4e6);
-    if (nt > maxb) nt = maxb;
-    if (nt > dim / 64) nt = dim / 64;
-    if (nt < 1) nt = 1;
-    int bs = (dim + nt - 1) / nt;
-    bs = (bs + 15) & ~15;
-    nt = (dim + bs - 1) / bs;
-    if (nt <= 1) {
+    int nb = (int)PT_MIN((double)nth, flops / 4e6);
+    int pm = PT_MAX(1, PT_MIN(nb, M / 64));
+    int pn = PT_MAX(1, PT_MIN(nb / pm, N / 64));
+    int bm = (M + pm - 1) / pm, bn = (N + pn - 1) / pn;
+    bm = (bm + 15) & ~15;
+    bn = (bn + 15) & ~15;
+    pm = (M + bm - 1) / bm;
+    pn = (N + bn - 1) / bn;
+    if (pm * pn <= 1) {
         sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int t = 0; t < nt; t++) {
-        const int o0 = t * bs, o1 = PT_MIN(dim, o0 + bs);
-        if (split_m) {
-            const float *Ab = ta ? A + o0 : A + (size_t)o0 * lda;
-            sgemm1(ta, tb, o1 - o0, N, K, Ab, lda, B, ldb, beta, C + (size_t)o0 * ldc, ldc);
-        } else {
-            const float *Bb = tb ? B + (size_t)o0 * ldb : B + o0;
-            sgemm1(ta, tb, M, o1 - o0, K, A, lda, Bb, ldb, beta, C + o0, ldc);
-        }
+#pragma omp parallel for schedule(static, 1)
+    for (int t = 0; t < pm * pn; t++) {
+        const int m0 = (t / pn) * bm, m1 = PT_MIN(M, m0 + bm), n0 = (t % pn) * bn, n1 = PT_MIN(N, n0 + bn);
+        const float *Ab = ta ? A + m0 : A + (size_t)m0 * lda;
+        const float *Bb = tb ? B + (size_t)n0 * ldb : B + n0;
+        sgemm1(ta, tb, m1 - m0, n1 - n0, K, Ab, lda, Bb, ldb, beta, C + (size_t)m0 * ldc + n0, ldc);
     }
 }
 
@@ -492,100 +489,86 @@ static void cpu_rope_backward(pt_backend *be, float *dinp, const float *dout, co
 
 static size_t cpu_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) { return (size_t)B * H * T; }
 
-// Per-thread attention scratch, in floats.
+// Attention is blocked into query tiles of ATT_BQ rows and key blocks of
+// ATT_BK keys; the four products of a tile (Q K^T, P V, and in the backward
+// dO V^T, P^T dO, dS^T Q, dS K) are single-threaded sgemm calls on strided
+// views of q/k/v (no copies, GQA by indexing), and only the row-wise softmax
+// is our own loop. ATT_BK is a multiple of ATT_BQ, so every query row of a
+// tile sees at least one unmasked key in each block it visits.
+_Static_assert(ATT_BK % ATT_BQ == 0, "key blocks must be whole query tiles");
+
+// Per-thread attention scratch, in floats (64-byte aligned regions).
 static size_t att_scratch_floats(int T, int D, int G) {
-    size_t n = (size_t)4 * D * ATT_BK + (size_t)ATT_BQ * D + (size_t)G * T + 2 * ATT_BQ + 4 * ATT_BK + 64;
-    return (n + 15) & ~(size_t)15;  // 64-byte aligned per-thread regions
+    size_t n = (size_t)2 * ATT_BQ * ATT_BK + (size_t)ATT_BQ * D + (size_t)2 * ATT_BK * D + (size_t)G * T +
+               4 * ATT_BQ + 64;
+    return (n + 15) & ~(size_t)15;
 }
 
-// kT[d][j] = k[s0 + j][d] for j < ns, 0 beyond (rows of k have stride ld).
-static inline void transpose_tile(float *restrict kT, const float *restrict k, size_t ld, int ns, int D) {
-    for (int j = 0; j < ns; j++)
-        for (int d = 0; d < D; d++) kT[(size_t)d * ATT_BK + j] = k[(size_t)j * ld + d];
-    if (ns < ATT_BK)
-        for (int d = 0; d < D; d++)
-            for (int j = ns; j < ATT_BK; j++) kT[(size_t)d * ATT_BK + j] = 0;
-}
-
-// sc[j] = sum_d q[d] kT[d][j], j < ATT_BK
-static inline void tile_dots(float *restrict sc, const float *restrict q, const float *restrict kT, int D) {
-    float a[ATT_BK];
-    for (int j = 0; j < ATT_BK; j++) a[j] = 0;
-    for (int d = 0; d < D; d++) {
-        const float qd = q[d];
-        const float *kr = kT + (size_t)d * ATT_BK;
-        for (int j = 0; j < ATT_BK; j++) a[j] += qd * kr[j];
-    }
-    for (int j = 0; j < ATT_BK; j++) sc[j] = a[j];
-}
-
-// acc[0..D) += sum_{j<ns} p[j] * v[j*ld + 0..D), accumulated in registers per 16 columns
-static inline void tile_pv(float *restrict acc, const float *restrict p, const float *restrict v, size_t ld, int ns,
-                           int D) {
-    int d0 = 0;
-    for (; d0 + 16 <= D; d0 += 16) {
-        float a[16];
-        for (int k = 0; k < 16; k++) a[k] = acc[d0 + k];
+// Online-softmax update of nq rows against one key block (forward). S holds
+// the raw scores Q K^T [nq, ATT_BK]; row i (position t0+i) sees keys
+// s0 .. min(s0+nk, t0+i+1)-1. S becomes P = exp(scale*S - m_new) (0 where
+// masked), m/l are updated and acc rows [nq, D] rescaled by exp(m_old - m_new).
+PT_CLONES static void att_fwd_softmax(float *restrict S, float *restrict acc, float *restrict m, float *restrict l,
+                                      int nq, int nk, int t0, int s0, int D, float scale) {
+    for (int i = 0; i < nq; i++) {
+        float *sr = S + (size_t)i * ATT_BK;
+        const int ns = PT_MIN(nk, t0 + i - s0 + 1);
+        float mx = -FLT_MAX;
         for (int j = 0; j < ns; j++) {
-            const float pj = p[j];
-            const float *vr = v + (size_t)j * ld + d0;
-            for (int k = 0; k < 16; k++) a[k] += pj * vr[k];
+            sr[j] *= scale;
+            mx = sr[j] > mx ? sr[j] : mx;
         }
-        for (int k = 0; k < 16; k++) acc[d0 + k] = a[k];
-    }
-    for (; d0 < D; d0++) {
-        float a = acc[d0];
-        for (int j = 0; j < ns; j++) a += p[j] * v[(size_t)j * ld + d0];
-        acc[d0] = a;
+        const float mold = m[i], mnew = mx > mold ? mx : mold;
+        const float corr = mold == -FLT_MAX ? 0.0f : vexp(mold - mnew);
+        float a[16] = {0};
+        int j = 0;
+        for (; j + 16 <= ns; j += 16)
+            for (int k = 0; k < 16; k++) {
+                const float e = vexp(sr[j + k] - mnew);
+                sr[j + k] = e;
+                a[k] += e;
+            }
+        float ps = sum16(a);
+        for (; j < ns; j++) {
+            sr[j] = vexp(sr[j] - mnew);
+            ps += sr[j];
+        }
+        for (; j < nk; j++) sr[j] = 0.0f;
+        l[i] = l[i] * corr + ps;
+        m[i] = mnew;
+        if (corr != 1.0f) {
+            float *ar = acc + (size_t)i * D;
+            for (int d = 0; d < D; d++) ar[d] *= corr;
+        }
     }
 }
 
-// One (b, h, query tile) of the forward.
-PT_CLONES static void att_fwd_task(float *out, float *lse, const float *q, const float *k, const float *v, int b,
-                                   int hh, int t0, int t1, int T, int H, int KV, int D, float *ws) {
-    const int g = H / KV, kvh = hh / g;
+// One (b, h, query tile [t0, t1)) of the forward.
+static void att_fwd_task(float *out, float *lse, const float *q, const float *k, const float *v, int b, int hh,
+                         int t0, int t1, int T, int H, int KV, int D, float *ws) {
+    const int kvh = hh / (H / KV);
     const float scale = 1.0f / sqrtf((float)D);
     const size_t qld = (size_t)H * D, kld = (size_t)KV * D;
-    float *kT = ws, *acc = kT + (size_t)D * ATT_BK, *mrow = acc + (size_t)ATT_BQ * D, *lrow = mrow + ATT_BQ;
-    float *sc = lrow + ATT_BQ, *p = sc + ATT_BK;
+    float *S = ws, *acc = S + (size_t)ATT_BQ * ATT_BK, *m = acc + (size_t)ATT_BQ * D, *l = m + ATT_BQ;
     const int nq = t1 - t0;
     for (int i = 0; i < nq * D; i++) acc[i] = 0;
     for (int i = 0; i < nq; i++) {
-        mrow[i] = -FLT_MAX;
-        lrow[i] = 0;
+        m[i] = -FLT_MAX;
+        l[i] = 0;
     }
+    const float *qt = q + ((size_t)b * T + t0) * qld + (size_t)hh * D;
     const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
     for (int s0 = 0; s0 < t1; s0 += ATT_BK) {
-        const int nsk = PT_MIN(ATT_BK, t1 - s0);
-        transpose_tile(kT, kb + (size_t)s0 * kld, kld, nsk, D);
-        for (int t = PT_MAX(t0, s0); t < t1; t++) {
-            const int i = t - t0, ns = PT_MIN(nsk, t - s0 + 1);
-            const float *qr = q + ((size_t)b * T + t) * qld + (size_t)hh * D;
-            tile_dots(sc, qr, kT, D);
-            float mx = -FLT_MAX;
-            for (int j = 0; j < ns; j++) {
-                sc[j] *= scale;
-                mx = sc[j] > mx ? sc[j] : mx;
-            }
-            const float mold = mrow[i], mnew = mx > mold ? mx : mold;
-            const float corr = mold == -FLT_MAX ? 0.0f : vexp(mold - mnew);
-            for (int j = 0; j < ATT_BK; j++) p[j] = vexp(sc[j] - mnew);
-            float ps = 0;
-            for (int j = 0; j < ns; j++) ps += p[j];
-            lrow[i] = lrow[i] * corr + ps;
-            mrow[i] = mnew;
-            float *a = acc + (size_t)i * D;
-            if (corr != 1.0f)
-                for (int d = 0; d < D; d++) a[d] *= corr;
-            tile_pv(a, p, vb + (size_t)s0 * kld, kld, ns, D);
-        }
+        const int nk = PT_MIN(ATT_BK, t1 - s0);
+        sgemm1(0, 1, nq, nk, D, qt, (int)qld, kb + (size_t)s0 * kld, (int)kld, 0.0f, S, ATT_BK);  // S = Q K^T
+        att_fwd_softmax(S, acc, m, l, nq, nk, t0, s0, D, scale);
+        sgemm1(0, 0, nq, D, nk, S, ATT_BK, vb + (size_t)s0 * kld, (int)kld, 1.0f, acc, D);  // acc += P V
     }
     for (int i = 0; i < nq; i++) {
-        const int t = t0 + i;
-        float *o = out + ((size_t)b * T + t) * qld + (size_t)hh * D;
-        const float inv = 1.0f / lrow[i];
+        float *o = out + ((size_t)b * T + t0 + i) * qld + (size_t)hh * D;
+        const float inv = 1.0f / l[i];
         for (int d = 0; d < D; d++) o[d] = acc[(size_t)i * D + d] * inv;
-        lse[((size_t)b * H + hh) * T + t] = mrow[i] + logf(lrow[i]);
+        lse[((size_t)b * H + hh) * T + t0 + i] = m[i] + logf(l[i]);
     }
 }
 
@@ -606,57 +589,65 @@ static void cpu_attention_forward(pt_backend *be, float *out, float *saved, cons
     PROF_END(K_ATT_F, 2.0 * B * H * (double)T * (T + 1) * D);
 }
 
-// One (b, kv head) of the backward: dK, dV of that head, dQ of its query heads.
-PT_CLONES static void att_bwd_task(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse, int b, int kvh, int T, int H,
-                                   int KV, int D, float *ws) {
+// Backward softmax of one (query tile, key block): S = Q K^T and dP = dO V^T
+// in, P (in S) and dS = P * (dP - Drow) * scale (in dP) out; masked entries 0.
+PT_CLONES static void att_bwd_softmax(float *restrict S, float *restrict dP, const float *restrict lse,
+                                      const float *restrict Drow, int nq, int nk, int t0, int s0, float scale) {
+    for (int i = 0; i < nq; i++) {
+        float *sr = S + (size_t)i * ATT_BK, *dr = dP + (size_t)i * ATT_BK;
+        const int ns = PT_MIN(nk, t0 + i - s0 + 1);
+        const float L = lse[i], Dt = Drow[i];
+        int j = 0;
+        for (; j < ns; j++) {
+            const float p = vexp(sr[j] * scale - L);
+            sr[j] = p;
+            dr[j] = p * (dr[j] - Dt) * scale;
+        }
+        for (; j < nk; j++) sr[j] = dr[j] = 0.0f;
+    }
+}
+
+// One (b, kv head) of the backward: dK, dV of that head, dQ of its query
+// heads, key block by key block (FlashAttention-2 order: dK/dV of a block
+// complete before the next; dQ accumulated over blocks in ascending order).
+static void att_bwd_task(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                         const float *v, const float *out, const float *lse, int b, int kvh, int T, int H, int KV,
+                         int D, float *ws) {
     const int g = H / KV;
     const float scale = 1.0f / sqrtf((float)D);
     const size_t qld = (size_t)H * D, kld = (size_t)KV * D;
-    float *kT = ws, *vT = kT + (size_t)D * ATT_BK, *dK = vT + (size_t)D * ATT_BK, *dV = dK + (size_t)ATT_BK * D;
-    float *Drow = dV + (size_t)ATT_BK * D, *sc = Drow + (size_t)g * T, *p = sc + ATT_BK, *dp = p + ATT_BK,
-          *ds = dp + ATT_BK;
-    // Drow[h][t] = dout_t . out_t; dq rows of this group zeroed
-    for (int hi = 0; hi < g; hi++) {
+    float *S = ws, *dP = S + (size_t)ATT_BQ * ATT_BK, *dK = dP + (size_t)ATT_BQ * ATT_BK,
+          *dV = dK + (size_t)ATT_BK * D, *Drow = dV + (size_t)ATT_BK * D;
+    for (int hi = 0; hi < g; hi++) {  // Drow[h][t] = dO_t . O_t; dq rows of this group zeroed
         const int hh = kvh * g + hi;
         for (int t = 0; t < T; t++) {
             const size_t o = ((size_t)b * T + t) * qld + (size_t)hh * D;
             Drow[(size_t)hi * T + t] = dot16(dout + o, out + o, D);
-            for (int d = 0; d < D; d++) dq[o + d] = 0;
+            memset(dq + o, 0, sizeof(float) * D);
         }
     }
     const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
     for (int s0 = 0; s0 < T; s0 += ATT_BK) {
-        const int nsk = PT_MIN(ATT_BK, T - s0);
-        transpose_tile(kT, kb + (size_t)s0 * kld, kld, nsk, D);
-        transpose_tile(vT, vb + (size_t)s0 * kld, kld, nsk, D);
-        for (int i = 0; i < ATT_BK * D; i++) dK[i] = dV[i] = 0;
+        const int nk = PT_MIN(ATT_BK, T - s0);
+        const float *kblk = kb + (size_t)s0 * kld, *vblk = vb + (size_t)s0 * kld;
+        memset(dK, 0, sizeof(float) * (size_t)ATT_BK * D);
+        memset(dV, 0, sizeof(float) * (size_t)ATT_BK * D);
         for (int hi = 0; hi < g; hi++) {
             const int hh = kvh * g + hi;
             const float *lr = lse + ((size_t)b * H + hh) * T;
-            for (int t = s0; t < T; t++) {
-                const int ns = PT_MIN(nsk, t - s0 + 1);
-                const size_t o = ((size_t)b * T + t) * qld + (size_t)hh * D;
-                const float *qr = q + o, *gr = dout + o;
-                tile_dots(sc, qr, kT, D);
-                tile_dots(dp, gr, vT, D);
-                const float l = lr[t], Dt = Drow[(size_t)hi * T + t];
-                for (int j = 0; j < ATT_BK; j++) {
-                    p[j] = j < ns ? vexp(sc[j] * scale - l) : 0.0f;
-                    ds[j] = p[j] * (dp[j] - Dt) * scale;
-                }
-                for (int j = 0; j < ns; j++) {
-                    float *dkr = dK + (size_t)j * D, *dvr = dV + (size_t)j * D;
-                    const float pj = p[j], dsj = ds[j];
-                    for (int d = 0; d < D; d++) {
-                        dvr[d] += pj * gr[d];
-                        dkr[d] += dsj * qr[d];
-                    }
-                }
-                tile_pv(dq + o, ds, kb + (size_t)s0 * kld, kld, ns, D);
+            for (int t0 = s0; t0 < T; t0 += ATT_BQ) {
+                const int nq = PT_MIN(ATT_BQ, T - t0);
+                const size_t o = ((size_t)b * T + t0) * qld + (size_t)hh * D;
+                const float *qt = q + o, *gt = dout + o;
+                sgemm1(0, 1, nq, nk, D, qt, (int)qld, kblk, (int)kld, 0.0f, S, ATT_BK);   // S = Q K^T
+                sgemm1(0, 1, nq, nk, D, gt, (int)qld, vblk, (int)kld, 0.0f, dP, ATT_BK);  // dP = dO V^T
+                att_bwd_softmax(S, dP, lr + t0, Drow + (size_t)hi * T + t0, nq, nk, t0, s0, scale);
+                sgemm1(1, 0, nk, D, nq, S, ATT_BK, gt, (int)qld, 1.0f, dV, D);        // dV += P^T dO
+                sgemm1(1, 0, nk, D, nq, dP, ATT_BK, qt, (int)qld, 1.0f, dK, D);       // dK += dS^T Q
+                sgemm1(0, 0, nq, D, nk, dP, ATT_BK, kblk, (int)kld, 1.0f, dq + o, (int)qld);  // dQ += dS K
             }
         }
-        for (int j = 0; j < nsk; j++) {
+        for (int j = 0; j < nk; j++) {
             const size_t o = ((size_t)b * T + s0 + j) * kld + (size_t)kvh * D;
             memcpy(dk + o, dK + (size_t)j * D, sizeof(float) * D);
             memcpy(dv + o, dV + (size_t)j * D, sizeof(float) * D);
@@ -1232,8 +1223,8 @@ pt_backend *pt_backend_cpu_create(void) {
     const char *gm = getenv("PT_CPU_GEMM");
     im->gemm_openblas = gm && !strcmp(gm, "openblas");
     im->profile = env_int("PT_CPU_PROFILE", 0, 0, 1);
-    im->xent_rows = env_int("PT_CPU_XENT_ROWS", 256, 1, 1 << 20);
-    im->xent_tile = env_int("PT_CPU_XENT_TILE", 512, 16, 1 << 24);
+    im->xent_rows = env_int("PT_CPU_XENT_ROWS", 512, 1, 1 << 20);
+    im->xent_tile = env_int("PT_CPU_XENT_TILE", 2048, 16, 1 << 24);
     openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm
     const char *fault = getenv("PT_FAULT_KERNEL");
     if (fault && strcmp(fault, "rmsnorm_eps") == 0) {
