@@ -15,6 +15,15 @@ median of repetitions). Model FLOPs per token are those of
 qwen3_train_flops_per_token (src/model/qwen3.c): 6 x matmul parameters
 (lm_head included) + causal attention 6 x layers x T x heads x head_dim.
 
+PyTorch runs with each allocator of --torch-allocators: "system" (glibc
+malloc) and, where Debian's libjemalloc2 is installed, "jemalloc" (LD_PRELOAD,
+freed pages kept: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1), the
+allocator PyTorch's CPU performance guidance recommends. glibc hands PyTorch's
+large per-step buffers (the [batch x vocab] logits and their gradients) back
+to the kernel and faults them in again every step, which on some VMs costs
+PyTorch more system time than compute. "vs torch" is against the FASTER of the
+PyTorch rows, so the ratio is the conservative one.
+
 Peak RSS is the kernel's high-water mark (VmHWM of /proc/PID/status) sampled
 until the last training step has been logged, so portatrain's final model
 save (which makes host copies of the weights) is not counted; PyTorch's
@@ -59,8 +68,8 @@ CONFIGS = {
         },
         1,
         512,
-        3,
-        1,
+        4,
+        2,
     ),
 }
 
@@ -102,6 +111,24 @@ def count_lines(path):
             return sum(1 for _ in f)
     except OSError:
         return 0
+
+
+def find_jemalloc():
+    """The path of Debian's libjemalloc.so.2 (package libjemalloc2), or None."""
+    import ctypes.util
+
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        p = os.path.join(d, "libjemalloc.so.2")
+        if os.path.exists(p):
+            return p
+    return ctypes.util.find_library("jemalloc")
+
+
+def torch_env(env, allocator):
+    if allocator == "system":
+        return env
+    lib = find_jemalloc()
+    return dict(env, LD_PRELOAD=lib, MALLOC_CONF="dirty_decay_ms:-1,muzzy_decay_ms:-1")
 
 
 def run_measured(cmd, env, metrics_path, total_steps, log_path):
@@ -218,6 +245,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--precisions", default="fp32", help="fp32, bf16 or fp32,bf16")
+    ap.add_argument("--torch-allocators", default=None,
+                    help="PyTorch's allocators: jemalloc, system or both (default: jemalloc,system where "
+                         "libjemalloc2 is installed, else system)")
     # internal: the PyTorch worker
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -252,6 +282,18 @@ def main():
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs; threads used: {a.threads}")
     print(f"portatrain: {exe}; torch: {torch_version}")
+    if a.torch_allocators is None:
+        a.torch_allocators = "jemalloc,system" if find_jemalloc() else "system"
+        if not find_jemalloc():
+            print("note: libjemalloc2 not installed (apt-get install libjemalloc2): PyTorch runs on glibc malloc only")
+    a.torch_allocators = a.torch_allocators.split(",")
+    for al in a.torch_allocators:
+        if al not in ("jemalloc", "system"):
+            sys.exit(f"--torch-allocators: unknown allocator '{al}' (jemalloc or system)")
+        if al == "jemalloc" and not find_jemalloc():
+            sys.exit("--torch-allocators jemalloc: libjemalloc.so.2 not found (apt-get install libjemalloc2)")
+    if not a.no_torch:
+        print(f"PyTorch allocators: {', '.join(a.torch_allocators)}")
     precisions = a.precisions.split(",")
     ceilings = {"fp32": sgemm_ceiling(a.threads, tmp)}
     print(f"sgemm ceiling ({a.threads} threads): {ceilings['fp32'] / 1e9:.1f} GFLOP/s")
@@ -289,20 +331,21 @@ def main():
 
     print(f"ceilings ({a.threads} threads): " + ", ".join(f"{p} {c / 1e9:.1f} GFLOP/s" for p, c in ceilings.items()) +
           f"; medians over {a.reps} repetitions; MFU against the ceiling of the run's precision")
-    hdr = f"{'config':<9} {'framework':<11} {'prec':<5} {'batch x seq':>11} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs torch':>8}"
+    hdr = f"{'config':<9} {'framework':<16} {'prec':<5} {'batch x seq':>11} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs torch':>8}"
     print(hdr)
     print("-" * len(hdr))
     for r in results:
-        ref = [q for q in results if q["config"] == r["config"] and q["framework"] == "pytorch"
+        ref = [q for q in results if q["config"] == r["config"] and q["framework"].startswith("pytorch")
                and q["precision"] == r["precision"]]
-        sp = f"{r['tokens_per_s'] / ref[0]['tokens_per_s']:.2f}x" if ref else "-"
-        print(f"{r['config']:<9} {r['framework']:<11} {r['precision']:<5} {r['batch']:>4} x {r['seq_len']:<4} "
+        best = max((q["tokens_per_s"] for q in ref), default=None)
+        sp = f"{r['tokens_per_s'] / best:.2f}x" if best else "-"
+        print(f"{r['config']:<9} {r['framework']:<16} {r['precision']:<5} {r['batch']:>4} x {r['seq_len']:<4} "
               f"{r['tokens_per_s']:9.0f} {r['ms_per_step']:9.1f} {r['peak_rss_mib']:12.0f} {100 * r['mfu']:5.1f}% {sp:>8}")
     if a.json:
         json.dump({"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "threads": a.threads,
                    "sgemm_ceiling_gflops": ceilings["fp32"] / 1e9,
                    "bf16_ceiling_gflops": ceilings["bf16"] / 1e9 if "bf16" in ceilings else None,
-                   "torch": torch_version, "results": results},
+                   "torch": torch_version, "torch_allocators": a.torch_allocators, "results": results},
                   open(a.json, "w"), indent=2)
     if a.keep:
         print(f"kept {tmp}")
@@ -312,7 +355,7 @@ def main():
 
 def bench_config(a, exe, env, name, cdir, model, data, cfg, B, T, total, warm, fpt, prec, ceiling, results):
     """One config at one precision: a.reps alternating repetitions of both frameworks."""
-    runs = {"portatrain": [], "pytorch": []}
+    runs = {"portatrain": []}
     for rep in range(a.reps):
         out = os.path.join(cdir, f"pt-{prec}-{rep}")
         metrics = os.path.join(out, "metrics.jsonl")
@@ -326,20 +369,23 @@ def bench_config(a, exe, env, name, cdir, model, data, cfg, B, T, total, warm, f
         ts = step_times(metrics, warm)
         runs["portatrain"].append((statistics.median(ts), hwm, maxrss))
         shutil.rmtree(out, ignore_errors=True)  # the saved model
-        print(f"  {prec} rep {rep}: portatrain {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB"
+        print(f"  {prec} rep {rep}: {'portatrain':<16} {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB"
               f" (incl. final save {maxrss / 1024:.0f} MiB)")
         if a.no_torch:
             continue
-        metrics = os.path.join(cdir, f"torch-{prec}-{rep}.jsonl")
-        cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--data", data,
-               "--metrics", metrics, "--batch", str(B), "--seq-len", str(T), "--steps", str(total),
-               "--threads", str(a.threads), "--precision", prec]
-        rc, hwm, maxrss = run_measured(cmd, env, metrics, total, os.path.join(cdir, f"torch-{prec}-{rep}.log"))
-        if rc != 0:
-            sys.exit(f"PyTorch worker failed (rc {rc}); see {cdir}/torch-{prec}-{rep}.log")
-        ts = step_times(metrics, warm)
-        runs["pytorch"].append((statistics.median(ts), hwm, maxrss))
-        print(f"  {prec} rep {rep}: pytorch    {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
+        for al in a.torch_allocators:
+            fw = "pytorch" if al == "system" else f"pytorch+{al}"
+            tag = f"torch-{al}-{prec}-{rep}"
+            metrics = os.path.join(cdir, f"{tag}.jsonl")
+            cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--data", data,
+                   "--metrics", metrics, "--batch", str(B), "--seq-len", str(T), "--steps", str(total),
+                   "--threads", str(a.threads), "--precision", prec]
+            rc, hwm, maxrss = run_measured(cmd, torch_env(env, al), metrics, total, os.path.join(cdir, f"{tag}.log"))
+            if rc != 0:
+                sys.exit(f"PyTorch worker failed (rc {rc}); see {cdir}/{tag}.log")
+            ts = step_times(metrics, warm)
+            runs.setdefault(fw, []).append((statistics.median(ts), hwm, maxrss))
+            print(f"  {prec} rep {rep}: {fw:<16} {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
     for fw, rs in runs.items():
         if not rs:
             continue

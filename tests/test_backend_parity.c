@@ -33,6 +33,7 @@
 #include "util/common.h"
 #include "util/bf16.h"
 #include "util/fileio.h"
+#include "testtrain.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -587,72 +588,12 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     ref->bf16_casts = dev->bf16_casts = false;  // (qwen3_set_precision only ever sets it)
 }
 
-// Trains; per-step losses into loss[], the loss/grad_norm/lr text into *fp.
-static int train(const char *backend, const char *model, const char *data, int B, int T, int steps, double *loss,
-                 char **fp, char **outdir) {
-    char *tmp = test_tmpdir("parity-train");
-    pt_train_args a;
-    pt_train_args_defaults(&a);
-    a.model_dir = model;
-    a.data_path = data;
-    a.output_dir = tmp;
-    a.backend = backend;
-    a.learning_rate = 3e-3;
-    a.weight_decay = 0.1;
-    a.adam_beta2 = 0.95;
-    a.max_grad_norm = 1.0;
-    a.per_device_train_batch_size = B;
-    a.max_steps = steps;
-    a.warmup_steps = 5;
-    a.lr_scheduler_type = "cosine";
-    a.seq_len = T;
-    a.quiet = true;
-    CHECK(pt_train(&a) == 0, "train %s: %s", backend, pt_last_error());
-    char *mp = pt_path_join(tmp, "metrics.jsonl");
-    FILE *f = fopen(mp, "r");
-    size_t cap = 1 << 16, len = 0;
-    char *s = malloc(cap), line[1024];
-    s[0] = 0;
-    int n = 0;
-    while (f && fgets(line, sizeof line, f) && n < steps) {
-        char *l = strstr(line, "\"loss\": ");
-        loss[n++] = l ? strtod(l + 8, NULL) : NAN;
-        char *e = strstr(line, ", \"tokens\"");
-        if (e) *e = 0;
-        size_t k = strlen(line);
-        if (len + k + 2 > cap) s = realloc(s, cap = 2 * (len + k + 2));
-        memcpy(s + len, line, k);
-        len += k;
-        s[len++] = '\n';
-        s[len] = 0;
-    }
-    if (f) fclose(f);
-    free(mp);
-    *fp = s;
-    *outdir = tmp;
-    return n;
-}
-
-static void rmdir_rf(char *dir) {
-    char rm[4200];
-    snprintf(rm, sizeof rm, "rm -rf %s", dir);
-    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    free(dir);
-}
-
-static char *slurp(const char *dir, const char *name, size_t *n) {
-    char *p = pt_path_join(dir, name);
-    char *b = pt_read_file(p, n);
-    free(p);
-    return b;
-}
-
 static void check_curves(const char *name, const char *model, const char *data, int B, int T, int STEPS) {
     double lr_[64], lc[64], l2[64];
     char *fr, *fc, *f2, *dr, *dc, *d2;
-    int nr = train("cpu-ref", model, data, B, T, STEPS, lr_, &fr, &dr);
-    int nc = train(spec, model, data, B, T, STEPS, lc, &fc, &dc);
-    int n2 = train(spec, model, data, B, T, STEPS, l2, &f2, &d2);
+    int nr = test_train("cpu-ref", model, data, B, T, STEPS, lr_, &fr, &dr);
+    int nc = test_train(spec, model, data, B, T, STEPS, lc, &fc, &dc);
+    int n2 = test_train(spec, model, data, B, T, STEPS, l2, &f2, &d2);
     CHECK(nr == STEPS && nc == STEPS && n2 == STEPS, "[%s] %d / %d / %d steps in metrics.jsonl", name, nr, nc, n2);
     double worst = 0;
     int worst_step = 0;
@@ -667,22 +608,22 @@ static void check_curves(const char *name, const char *model, const char *data, 
     printf("[%s] %d-step loss curve: %.6f -> %.6f, worst relative difference to cpu-ref %.3e (step %d)\n", name,
            STEPS, lc[0], lc[STEPS - 1], worst, worst_step);
     size_t n1 = 0, nn2 = 0;
-    char *w1 = slurp(dc, "model.safetensors", &n1), *w2 = slurp(d2, "model.safetensors", &nn2);
+    char *w1 = test_slurp(dc, "model.safetensors", &n1), *w2 = test_slurp(d2, "model.safetensors", &nn2);
     const int same = !strcmp(fc, f2) && w1 && w2 && n1 == nn2 && !memcmp(w1, w2, n1);
     CHECK(same, "[%s] two %s runs differ (metrics or weights)", name, spec);
     printf("[%s] two %s runs bitwise identical (metrics and weights): %s\n", name, spec, same ? "yes" : "NO");
     if (is_opencl) {  // the metrics carry the compile stats
         size_t ml = 0;
-        char *m = slurp(dc, "metrics.jsonl", &ml);
+        char *m = test_slurp(dc, "metrics.jsonl", &ml);
         CHECK(m && strstr(m, "\"compile_s\": ") && strstr(m, "\"cache_hits\": ") &&
                   strstr(m, "\"recompilations\": 0"),
               "[%s] metrics.jsonl lacks compile_s / cache_hits / recompilations", name);
         free(m);
     }
     free(w1); free(w2); free(fr); free(fc); free(f2);
-    rmdir_rf(dr);
-    rmdir_rf(dc);
-    rmdir_rf(d2);
+    test_rmdir(dr);
+    test_rmdir(dc);
+    test_rmdir(d2);
 }
 
 // ------------------------------------------------------------ program cache
@@ -868,7 +809,7 @@ int main(int argc, char **argv) {
         const char *e = pt_last_error();
         if (strstr(e, "no OpenCL platform") || strstr(e, "no CUDA device") || strstr(e, "unknown backend")) {
             printf("SKIP %s: %s\n", title, e);
-            rmdir_rf(cache);
+            test_rmdir(cache);
             return 77;
         }
         CHECK(0, "%s backend: %s", spec, e);
@@ -982,11 +923,11 @@ int main(int argc, char **argv) {
         char *cdir = test_tmpdir("parity-cache2");
         setenv("PT_OPENCL_CACHE", cdir, 1);
         check_cache(cdir);
-        rmdir_rf(cdir);
+        test_rmdir(cdir);
     }
 
     free(tdata); free(udata); free(tied); free(untied);
-    rmdir_rf(cache);
+    test_rmdir(cache);
     pt_backend_destroy(ref);
     return test_summary(title);
 }

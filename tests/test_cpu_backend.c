@@ -15,6 +15,7 @@
 #include "train/trainer.h"
 #include "util/common.h"
 #include "util/fileio.h"
+#include "testtrain.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -293,88 +294,12 @@ static void check_model_grads(const char *name, const char *dir, int B, int T) {
     qwen3_free(&mc);
 }
 
-// Trains and returns the per-step "loss" values and the lines' loss/grad_norm/lr text.
-static int train(const char *backend, const char *model, const char *data, int B, int T, int steps, double *loss,
-                 char **fingerprint, char **outdir) {
-    char *tmp = test_tmpdir("cpu-train");
-    pt_train_args a;
-    pt_train_args_defaults(&a);
-    a.model_dir = model;
-    a.data_path = data;
-    a.output_dir = tmp;
-    a.backend = backend;
-    a.learning_rate = 3e-3;
-    a.weight_decay = 0.1;
-    a.adam_beta2 = 0.95;
-    a.max_grad_norm = 1.0;
-    a.per_device_train_batch_size = B;
-    a.max_steps = steps;
-    a.warmup_steps = 5;
-    a.lr_scheduler_type = "cosine";
-    a.seq_len = T;
-    a.quiet = true;
-    int rc = pt_train(&a);
-    CHECK(rc == 0, "train %s: %s", backend, pt_last_error());
-    char *mp = pt_path_join(tmp, "metrics.jsonl");
-    FILE *f = fopen(mp, "r");
-    size_t cap = 1 << 16, len = 0;
-    char *fp = malloc(cap);
-    fp[0] = 0;
-    char line[1024];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f) && n < steps) {
-        char *l = strstr(line, "\"loss\": ");
-        loss[n++] = l ? strtod(l + 8, NULL) : NAN;
-        char *e = strstr(line, ", \"tokens\"");  // keep step, loss, grad_norm, lr (not timings)
-        if (e) *e = 0;
-        size_t k = strlen(line);
-        if (len + k + 2 > cap) fp = realloc(fp, cap = 2 * (len + k + 2));
-        memcpy(fp + len, line, k);
-        len += k;
-        fp[len++] = '\n';
-        fp[len] = 0;
-    }
-    if (f) fclose(f);
-    free(mp);
-    *fingerprint = fp;
-    if (outdir) *outdir = tmp;
-    else {
-        char rm[4200];
-        snprintf(rm, sizeof rm, "rm -rf %s", tmp);
-        if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", tmp);
-        free(tmp);
-    }
-    return n;
-}
-
-static char *slurp_file(const char *dir, const char *name, size_t *n) {
-    char *p = pt_path_join(dir, name);
-    FILE *f = fopen(p, "rb");
-    free(p);
-    *n = 0;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(len + 1);
-    *n = fread(b, 1, len, f);
-    fclose(f);
-    return b;
-}
-
-static void rmdir_rf(char *dir) {
-    char rm[4200];
-    snprintf(rm, sizeof rm, "rm -rf %s", dir);
-    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    free(dir);
-}
-
 static void check_curves(const char *name, const char *model, const char *data, int B, int T) {
     enum { STEPS = 50 };
     double lr_[STEPS], lc[STEPS];
     char *fr, *fc;
-    int nr = train("cpu-ref", model, data, B, T, STEPS, lr_, &fr, NULL);
-    int nc = train("cpu", model, data, B, T, STEPS, lc, &fc, NULL);
+    int nr = test_train("cpu-ref", model, data, B, T, STEPS, lr_, &fr, NULL);
+    int nc = test_train("cpu", model, data, B, T, STEPS, lc, &fc, NULL);
     CHECK(nr == STEPS && nc == STEPS, "[%s] %d / %d steps in metrics.jsonl", name, nr, nc);
     double worst = 0;
     int worst_step = 0;
@@ -396,15 +321,15 @@ static void check_determinism(const char *model, const char *data, int B, int T)
     enum { STEPS = 8 };
     double l[STEPS];
     char *f1, *f2, *f3, *d1, *d2, *d3;
-    train("cpu", model, data, B, T, STEPS, l, &f1, &d1);
-    train("cpu", model, data, B, T, STEPS, l, &f2, &d2);
+    test_train("cpu", model, data, B, T, STEPS, l, &f1, &d1);
+    test_train("cpu", model, data, B, T, STEPS, l, &f2, &d2);
     int nt = omp_get_max_threads();
     omp_set_num_threads(nt > 1 ? 1 : 2);
-    train("cpu", model, data, B, T, STEPS, l, &f3, &d3);
+    test_train("cpu", model, data, B, T, STEPS, l, &f3, &d3);
     omp_set_num_threads(nt);
     size_t n1, n2, n3;
-    char *w1 = slurp_file(d1, "model.safetensors", &n1), *w2 = slurp_file(d2, "model.safetensors", &n2),
-         *w3 = slurp_file(d3, "model.safetensors", &n3);
+    char *w1 = test_slurp(d1, "model.safetensors", &n1), *w2 = test_slurp(d2, "model.safetensors", &n2),
+         *w3 = test_slurp(d3, "model.safetensors", &n3);
     CHECK(!strcmp(f1, f2), "two cpu runs at %d threads differ:\n%s---\n%s", nt, f1, f2);
     CHECK(w1 && w2 && n1 == n2 && !memcmp(w1, w2, n1), "two cpu runs wrote different weights");
     CHECK(!strcmp(f1, f3), "cpu runs at %d and %d threads differ:\n%s---\n%s", nt, nt > 1 ? 1 : 2, f1, f3);
@@ -413,9 +338,9 @@ static void check_determinism(const char *model, const char *data, int B, int T)
            !strcmp(f1, f2) && n1 == n2 && !memcmp(w1, w2, n1) ? "yes" : "NO", nt, nt > 1 ? 1 : 2,
            !strcmp(f1, f3) && n1 == n3 && !memcmp(w1, w3, n1) ? "yes" : "NO");
     free(f1); free(f2); free(f3); free(w1); free(w2); free(w3);
-    rmdir_rf(d1);
-    rmdir_rf(d2);
-    rmdir_rf(d3);
+    test_rmdir(d1);
+    test_rmdir(d2);
+    test_rmdir(d3);
 }
 
 int main(void) {
@@ -476,7 +401,7 @@ int main(void) {
     free(bdata);
     free(tied);
     free(untied);
-    rmdir_rf(big);
+    test_rmdir(big);
     pt_backend_destroy(ref);
     pt_backend_destroy(cpu);
     return test_summary("test_cpu_backend");

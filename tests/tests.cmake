@@ -16,7 +16,7 @@ file(GLOB c_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
 list(FILTER c_tests EXCLUDE REGEX "/test_backend_parity\\.c$")  # takes a backend spec: below
 foreach(src ${c_tests})
   get_filename_component(name ${src} NAME_WE)
-  add_executable(${name} ${src} ${CMAKE_SOURCE_DIR}/tests/testutil.c)
+  add_executable(${name} ${src} ${CMAKE_SOURCE_DIR}/tests/testutil.c ${CMAKE_SOURCE_DIR}/tests/testtrain.c)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE pt_all)
   add_test(NAME ${name} COMMAND ${name})
@@ -62,7 +62,8 @@ set_tests_properties(gradcheck_double PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TI
 # PoCL (checked with PT_SANITIZE=ON); test_opencl_cli is labelled no-sanitizer
 # because its accept run, with a sanitized cpu-ref baseline, would take many
 # minutes there, and it adds no backend code paths.
-add_executable(test_backend_parity ${CMAKE_SOURCE_DIR}/tests/test_backend_parity.c ${CMAKE_SOURCE_DIR}/tests/testutil.c)
+add_executable(test_backend_parity ${CMAKE_SOURCE_DIR}/tests/test_backend_parity.c ${CMAKE_SOURCE_DIR}/tests/testutil.c
+               ${CMAKE_SOURCE_DIR}/tests/testtrain.c)
 target_include_directories(test_backend_parity PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(test_backend_parity PRIVATE pt_all)
 foreach(spec opencl cuda-sim cuda)
