@@ -43,14 +43,14 @@ static void gemm_grid(int pm, int pn, int ta, int tb, int M, int N, int K, const
 
 int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 512, C = argc > 2 ? atoi(argv[2]) : 1024;
-    const int I = argc > 3 ? atoi(argv[3]) : 3072, QD = argc > 4 ? atoi(argv[4]) : 2048;
+    const int INTER = argc > 3 ? atoi(argv[3]) : 3072, QD = argc > 4 ? atoi(argv[4]) : 2048;
     const int KD = argc > 5 ? atoi(argv[5]) : 1024, reps = argc > 6 ? atoi(argv[6]) : 5;
     const int nth = omp_get_max_threads();
     openblas_set_num_threads(1);
     // (in, out) of q, k, v, o, gate, up, down
-    const int shapes[7][2] = {{C, QD}, {C, KD}, {C, KD}, {QD, C}, {C, I}, {C, I}, {I, C}};
+    const int shapes[7][2] = {{C, QD}, {C, KD}, {C, KD}, {QD, C}, {C, INTER}, {C, INTER}, {INTER, C}};
     int big = C;
-    if (I > big) big = I;
+    if (INTER > big) big = INTER;
     if (QD > big) big = QD;
     float *X = malloc(sizeof(float) * (size_t)T * big), *Y = malloc(sizeof(float) * (size_t)T * big);
     float *Y1 = malloc(sizeof(float) * (size_t)T * big), *dX = malloc(sizeof(float) * (size_t)T * big);
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)big * big; i++) W[i] = rand() / (float)RAND_MAX - 0.5f, dW[i] = 0;
     for (size_t i = 0; i < (size_t)T * big; i++) X[i] = rand() / (float)RAND_MAX - 0.5f, Y[i] = 0.1f, dX[i] = 0;
     const int grids[][2] = {{1, 1}, {nth, 1}, {1, nth}, {2 * nth, 1}, {nth, 2}, {8, 1}};
-    printf("tokens %d hidden %d intermediate %d q %d kv %d, %d threads, best of %d\n", T, C, I, QD, KD, nth, reps);
+    printf("tokens %d hidden %d intermediate %d q %d kv %d, %d threads, best of %d\n", T, C, INTER, QD, KD, nth, reps);
     for (size_t g = 0; g < sizeof grids / sizeof grids[0]; g++) {
         const int pm = grids[g][0], pn = grids[g][1];
         double best[3] = {1e30, 1e30, 1e30}, flops = 0;
