@@ -256,10 +256,12 @@ static inline void sgemm1(int ta, int tb, int M, int N, int K, const float *A, i
 // thread: rows first (pm blocks of >= 64 rows), then columns when there are
 // more threads than row blocks. Every output element is computed by one
 // sgemm call with the full K, so no sum depends on the split. The blocks are
-// kept >= 4 MFLOP (M*N*K >= 2e6): above the size where OpenBLAS switches to
-// its small-matrix kernels (another summation order), so a block computes
-// the same bits as the whole matrix would and results do not depend on the
-// thread count either (tests/test_cpu_backend.c checks 1 vs 2 threads).
+// kept >= 16 MFLOP (M*N*K >= 8e6): above the sizes where OpenBLAS takes
+// other kernels with another summation order (its small-matrix kernels up to
+// M*N*K = 1e6, its "direct" sgemm for row-major NN, beta 0, up to 28*512*512
+// = 7.3e6 when single-threaded), so a block computes the same bits as the
+// whole matrix would and results do not depend on the thread count either
+// (tests/test_cpu_backend.c checks 1 vs 2 threads).
 // Measured against the earlier shape-only split into up to 8 blocks
 // (docs/PERF_NOTES.md): 258 vs 303 ms for a 0.6b-4l layer's matmuls.
 static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
@@ -273,7 +275,7 @@ static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const 
         openblas_set_num_threads(1);
         return;
     }
-    int nb = (int)PT_MIN((double)nth, flops / 4e6);
+    int nb = (int)PT_MIN((double)nth, flops / 16e6);
     int pm = PT_MAX(1, PT_MIN(nb, M / 64));
     int pn = PT_MAX(1, PT_MIN(nb / pm, N / 64));
     int bm = (M + pm - 1) / pm, bn = (N + pn - 1) / pn;
