@@ -10,8 +10,8 @@
 // - lm_head + cross-entropy in chunks of rows x vocabulary tiles: the [N x V]
 //   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 512)
 //   is computed tile by tile (PT_CPU_XENT_TILE vocabulary columns, default
-//   2048), each tile's max / sum-exp taken while it is in the last-level cache and exp()
-//   stored in place; the per-row logsumexp then combines the tiles in a fixed
+//   2048), each tile's max / sum-exp taken while it is in the last-level
+//   cache and exp() stored in place; the per-row logsumexp then combines the tiles in a fixed
 //   order, and a second pass over the tiles turns them into gradients and
 //   feeds dW (+= G^T X) and a per-group partial of dX (G W) while they are in
 //   cache. Partials are reduced in a fixed order.
@@ -262,8 +262,8 @@ static inline void sgemm1(int ta, int tb, int M, int N, int K, const float *A, i
 // = 7.3e6 when single-threaded), so a block computes the same bits as the
 // whole matrix would and results do not depend on the thread count either
 // (tests/test_cpu_backend.c checks 1 vs 2 threads).
-// Measured against the earlier shape-only split into up to 8 blocks
-// (docs/PERF_NOTES.md): 258 vs 303 ms for a 0.6b-4l layer's matmuls.
+// Against the earlier shape-only split into up to 8 blocks: 255 vs 304 ms
+// for a 0.6b-4l layer's matmuls (bench/gemm_split.c, docs/PERF_NOTES.md).
 static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
