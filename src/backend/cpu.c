@@ -11,10 +11,10 @@
 //   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 512)
 //   is computed tile by tile (PT_CPU_XENT_TILE vocabulary columns, default
 //   2048), each tile's max / sum-exp taken while it is in the last-level
-//   cache and exp() stored in place; the per-row logsumexp then combines the tiles in a fixed
-//   order, and a second pass over the tiles turns them into gradients and
-//   feeds dW (+= G^T X) and a per-group partial of dX (G W) while they are in
-//   cache. Partials are reduced in a fixed order.
+//   cache and exp() stored in place; the per-row logsumexp then combines the
+//   tiles in a fixed order, and a second pass over the tiles turns them into
+//   gradients and feeds dW (+= G^T X) and a per-group partial of dX (G W)
+//   while they are in cache. Partials are reduced in a fixed order.
 // - Attention flash-style: query tiles of ATT_BQ rows against key blocks of
 //   ATT_BK keys, online softmax across blocks, saved = logsumexp per
 //   (b, h, t); the tile products are single-threaded sgemm calls on strided
