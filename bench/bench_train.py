@@ -282,15 +282,16 @@ def main():
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs; threads used: {a.threads}")
     print(f"portatrain: {exe}; torch: {torch_version}")
+    have_jemalloc = find_jemalloc() is not None
     if a.torch_allocators is None:
-        a.torch_allocators = "jemalloc,system" if find_jemalloc() else "system"
-        if not find_jemalloc():
+        a.torch_allocators = "jemalloc,system" if have_jemalloc else "system"
+        if not have_jemalloc:
             print("note: libjemalloc2 not installed (apt-get install libjemalloc2): PyTorch runs on glibc malloc only")
     a.torch_allocators = a.torch_allocators.split(",")
     for al in a.torch_allocators:
         if al not in ("jemalloc", "system"):
             sys.exit(f"--torch-allocators: unknown allocator '{al}' (jemalloc or system)")
-        if al == "jemalloc" and not find_jemalloc():
+        if al == "jemalloc" and not have_jemalloc:
             sys.exit("--torch-allocators jemalloc: libjemalloc.so.2 not found (apt-get install libjemalloc2)")
     if not a.no_torch:
         print(f"PyTorch allocators: {', '.join(a.torch_allocators)}")

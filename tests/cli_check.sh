@@ -1,6 +1,7 @@
 # Sourced by the CLI tests: check WANT_RC PATTERN -- COMMAND... runs COMMAND, and it passes when the
 # exit status is WANT_RC and the output (stdout + stderr, left in $T/out) matches the grep PATTERN.
-# Needs $T (the test's temp dir); sets fail=1 on a failure.
+# Needs $T (the test's temp dir); sets fail=1 on a failure. train_fixture also needs $B (portatrain) and $S
+# (the source dir).
 check() {
     local want=$1 pat=$2; shift 3
     "$@" >"$T/out" 2>&1; local rc=$?
@@ -29,4 +30,12 @@ worst = max(abs(b[s] - a[s]) / abs(a[s]) for s in steps) if steps else 1
 print(f"{label}: steps {steps[0] if steps else '-'}..{steps[-1] if steps else '-'}, max rel diff {worst:.3e} (bound {tol:g})")
 sys.exit(0 if steps == want and worst <= tol else 1)
 PY
+}
+# train_fixture BACKEND OUTDIR [EXTRA ARGS...]: 8 steps on the tied golden fixture (batch 2 x 16 tokens,
+# warm-up 2 then cosine, weight decay 0.1): the backend CLI tests' common short run.
+train_fixture() {
+    local be=$1 out=$2 fix="$S/tests/fixtures/golden/tied"; shift 2
+    "$B" train --backend "$be" --model "$fix" --data "$fix/data.bin" --output-dir "$out" --max-steps 8 --seq-len 16 \
+        --per-device-train-batch-size 2 --learning-rate 3e-3 --warmup-steps 2 --lr-scheduler-type cosine \
+        --weight-decay 0.1 --quiet "$@"
 }

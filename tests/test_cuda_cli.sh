@@ -46,20 +46,13 @@ done
 
 echo "part 1: $SECONDS s"
 # 2. checkpoint portability, both directions
-fix="$S/tests/fixtures/golden/tied"
-tr() {  # backend outdir [extra...]
-    local be=$1 out=$2; shift 2
-    "$B" train --backend "$be" --model "$fix" --data "$fix/data.bin" --output-dir "$out" --max-steps 8 --seq-len 16 \
-        --per-device-train-batch-size 2 --learning-rate 3e-3 --warmup-steps 2 --lr-scheduler-type cosine \
-        --weight-decay 0.1 --quiet "$@"
-}
-for be in cpu $BACKENDS; do tr "$be" "$T/full-$be" --save-steps 4 || { echo "FAIL: train $be"; fail=1; }; done
+for be in cpu $BACKENDS; do train_fixture "$be" "$T/full-$be" --save-steps 4 || { echo "FAIL: train $be"; fail=1; }; done
 for be in $BACKENDS; do
     for pair in "$be:cpu" "cpu:$be"; do
         w=${pair%%:*} r=${pair##*:}
         mkdir -p "$T/res-$w-$r"
         cp -r "$T/full-$w/checkpoint-4" "$T/res-$w-$r/"
-        tr "$r" "$T/res-$w-$r" --resume-from-checkpoint "$T/res-$w-$r/checkpoint-4" || { echo "FAIL: $r resuming $w"; fail=1; continue; }
+        train_fixture "$r" "$T/res-$w-$r" --resume-from-checkpoint "$T/res-$w-$r/checkpoint-4" || { echo "FAIL: $r resuming $w"; fail=1; continue; }
         curve_parity "$T/full-$w/metrics.jsonl" "$T/res-$w-$r/metrics.jsonl" "portability $w -> $r" 1e-4 5 8 \
             || { echo "FAIL: portability $w -> $r"; fail=1; }
     done

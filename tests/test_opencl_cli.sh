@@ -31,33 +31,26 @@ for be in "^cpu-ref " "^cpu " "^opencl:0:0 "; do
     grep -q "$be" "$T/devices" || { echo "FAIL: devices lacks $be"; fail=1; }
 done
 
-fix="$S/tests/fixtures/golden/tied"
-tr() {  # backend outdir [extra...]
-    local be=$1 out=$2; shift 2
-    "$B" train --backend "$be" --model "$fix" --data "$fix/data.bin" --output-dir "$out" --max-steps 8 --seq-len 16 \
-        --per-device-train-batch-size 2 --learning-rate 3e-3 --warmup-steps 2 --lr-scheduler-type cosine \
-        --weight-decay 0.1 --quiet "$@"
-}
 
 # 1. bad input: one line naming the index, non-zero exit, before any work
-check 1 "no OpenCL platform 7" -- tr opencl:7:0 "$T/bad"
+check 1 "no OpenCL platform 7" -- train_fixture opencl:7:0 "$T/bad"
 [ "$(wc -l < "$T/out")" -eq 1 ] || { echo "FAIL: more than one line for a bad platform index"; fail=1; }
-check 1 "platform 0 has no device 9" -- tr opencl:0:9 "$T/bad"
-check 1 "expected opencl\[:PLATFORM\[:DEVICE\]\]" -- tr opencl:x "$T/bad"
-tr opencl:0:0 "$T/explicit" --max-steps 1 || { echo "FAIL: --backend opencl:0:0"; fail=1; }
+check 1 "platform 0 has no device 9" -- train_fixture opencl:0:9 "$T/bad"
+check 1 "expected opencl\[:PLATFORM\[:DEVICE\]\]" -- train_fixture opencl:x "$T/bad"
+train_fixture opencl:0:0 "$T/explicit" --max-steps 1 || { echo "FAIL: --backend opencl:0:0"; fail=1; }
 # no platform at all (ocl-icd's OCL_ICD_VENDORS pointed at an empty place): said cleanly
 if OCL_ICD_VENDORS="$T/none" "$B" devices 2>&1 | grep -q "^opencl  *no OpenCL platform$"; then
-    OCL_ICD_VENDORS="$T/none" check 1 "no OpenCL platform found" -- tr opencl "$T/bad"
+    OCL_ICD_VENDORS="$T/none" check 1 "no OpenCL platform found" -- train_fixture opencl "$T/bad"
     [ "$(wc -l < "$T/out")" -eq 1 ] || { echo "FAIL: more than one line without a platform"; fail=1; }
 else echo "note: this OpenCL loader ignores OCL_ICD_VENDORS; the no-platform case is not exercised"; fi
 
 # 2. checkpoint portability, both directions
-for be in cpu-ref cpu opencl; do tr "$be" "$T/full-$be" --save-steps 4 || { echo "FAIL: train $be"; fail=1; }; done
+for be in cpu-ref cpu opencl; do train_fixture "$be" "$T/full-$be" --save-steps 4 || { echo "FAIL: train $be"; fail=1; }; done
 for pair in opencl:cpu-ref cpu-ref:opencl opencl:cpu cpu:opencl; do
     w=${pair%%:*} r=${pair##*:}
     mkdir -p "$T/res-$w-$r"
     cp -r "$T/full-$w/checkpoint-4" "$T/res-$w-$r/"
-    tr "$r" "$T/res-$w-$r" --resume-from-checkpoint "$T/res-$w-$r/checkpoint-4" || { echo "FAIL: $r resuming $w"; fail=1; }
+    train_fixture "$r" "$T/res-$w-$r" --resume-from-checkpoint "$T/res-$w-$r/checkpoint-4" || { echo "FAIL: $r resuming $w"; fail=1; }
     curve_parity "$T/full-$w/metrics.jsonl" "$T/res-$w-$r/metrics.jsonl" "portability $w -> $r" 1e-4 5 8 \
         || { echo "FAIL: portability $w -> $r"; fail=1; }
 done
