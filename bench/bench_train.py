@@ -10,8 +10,9 @@ timed steps, warm-up steps skipped). Runs alternate between the two frameworks
 so that a noisy machine affects both alike.
 
 MFU = model FLOPs per second / the machine's measured sgemm ceiling
-(bench/sgemm_ceiling.c: OpenBLAS sgemm, large square sizes, same thread count,
-median of repetitions). Model FLOPs per token are those of
+(bench/sgemm_ceiling.c: the faster of OpenBLAS's and oneDNN's sgemm, large
+square sizes, same thread count, median of repetitions; OpenBLAS alone where
+oneDNN's headers are missing). Model FLOPs per token are those of
 qwen3_train_flops_per_token (src/model/qwen3.c): 6 x matmul parameters
 (lm_head included) + causal attention 6 x layers x T x heads x head_dim.
 
@@ -160,7 +161,12 @@ def step_times(metrics_path, warmup):
 def sgemm_ceiling(threads, tmp):
     exe = os.path.join(tmp, "sgemm_ceiling")
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-O2", os.path.join(HERE, "sgemm_ceiling.c"), "-o", exe, "-lopenblas"], check=True)
+    src = os.path.join(HERE, "sgemm_ceiling.c")
+    # both libraries the cpu backend uses (oneDNN for its tile products) where oneDNN builds
+    if subprocess.run([cc, "-O2", src, "-o", exe, "-lopenblas", "-DWITH_DNNL", "-ldnnl", "-fopenmp"],
+                      capture_output=True).returncode != 0:
+        print("sgemm ceiling: oneDNN not found, OpenBLAS only")
+        subprocess.run([cc, "-O2", src, "-o", exe, "-lopenblas"], check=True)
     out = subprocess.run([exe, str(threads), "7", "2048", "3072", "4096"], check=True, capture_output=True,
                          text=True).stdout
     print(out.rstrip())

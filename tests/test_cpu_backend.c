@@ -380,6 +380,22 @@ int main(void) {
             pt_backend_destroy(small);
         }
     }
+    {  // the tile products (lm_head chunks, attention tiles) on OpenBLAS instead of oneDNN's sgemm
+        setenv("PT_CPU_TILE_SGEMM", "openblas", 1);
+        pt_backend *obk = pt_backend_create("cpu");
+        unsetenv("PT_CPU_TILE_SGEMM");
+        CHECK(obk != NULL, "cpu backend with OpenBLAS tiles: %s", pt_last_error());
+        if (obk) {
+            CHECK(strstr(obk->device, "tile sgemm: OpenBLAS") != NULL, "PT_CPU_TILE_SGEMM=openblas ignored: %s",
+                  obk->device);
+            pt_backend *dflt = cpu;
+            cpu = obk;  // check_attention compares the global cpu backend with cpu-ref
+            check_attention(1, 300, 8, 2, 64);
+            check_xent(cpu, 300, 40, 3000);
+            cpu = dflt;
+            pt_backend_destroy(obk);
+        }
+    }
     printf("kernels: worst relative-to-max error %.3e\n", test_worst_kernel);
 
     char *tied = test_source_path("tests/fixtures/golden/tied");

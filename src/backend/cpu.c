@@ -44,6 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef PT_HAVE_DNNL
+#include <dnnl.h>
+#endif
 
 #ifdef PT_REAL_DOUBLE
 #error "the cpu backend is fp32 only; the double gradcheck build compiles cpu_ref.c alone"
@@ -249,6 +252,34 @@ static inline void sgemm1(int ta, int tb, int M, int N, int K, const float *A, i
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                 lda, B, ldb, beta, C, ldc);
+}
+
+// The fixed-shape products inside the lm_head + cross-entropy chunks and the
+// attention tiles: their shapes come from the problem and the tile constants,
+// never from the thread count, and each runs single-threaded inside one of our
+// OpenMP tasks, so any deterministic sgemm keeps results thread-count
+// independent. oneDNN's dnnl_sgemm is the faster one there on AVX-512
+// (bench/lm_head_gemm.c: K = 64 logits 100 vs 77 GFLOP/s a core), but unlike
+// OpenBLAS its summation order can change when a matrix is split in blocks
+// (its K blocking depends on M and N), so gemm()'s thread-count-dependent
+// blocks stay on OpenBLAS. PT_CPU_TILE_SGEMM=openblas uses OpenBLAS here too.
+static int tile_sgemm_onednn;  // set once in pt_backend_cpu_create
+
+static inline void sgemm_tile(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                              float beta, float *C, int ldc) {
+#ifdef PT_HAVE_DNNL
+    // inside an active OpenMP region oneDNN runs single-threaded; with one
+    // thread there is no region, and OMP_NUM_THREADS=1 makes it one thread too
+    if (tile_sgemm_onednn && M > 0 && N > 0 && K > 0) {
+        if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) != dnnl_success) {
+            fprintf(stderr, "cpu backend: dnnl_sgemm(%c%c, %d x %d x %d) failed\n", ta ? 'T' : 'N', tb ? 'T' : 'N', M,
+                    N, K);
+            abort();
+        }
+        return;
+    }
+#endif
+    sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 // Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, split in output blocks
@@ -562,9 +593,9 @@ static void att_fwd_task(float *out, float *lse, const float *q, const float *k,
     const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
     for (int s0 = 0; s0 < t1; s0 += ATT_BK) {
         const int nk = PT_MIN(ATT_BK, t1 - s0);
-        sgemm1(0, 1, nq, nk, D, qt, (int)qld, kb + (size_t)s0 * kld, (int)kld, 0.0f, S, ATT_BK);  // S = Q K^T
+        sgemm_tile(0, 1, nq, nk, D, qt, (int)qld, kb + (size_t)s0 * kld, (int)kld, 0.0f, S, ATT_BK);  // S = Q K^T
         att_fwd_softmax(S, acc, m, l, nq, nk, t0, s0, D, scale);
-        sgemm1(0, 0, nq, D, nk, S, ATT_BK, vb + (size_t)s0 * kld, (int)kld, 1.0f, acc, D);  // acc += P V
+        sgemm_tile(0, 0, nq, D, nk, S, ATT_BK, vb + (size_t)s0 * kld, (int)kld, 1.0f, acc, D);  // acc += P V
     }
     for (int i = 0; i < nq; i++) {
         float *o = out + ((size_t)b * T + t0 + i) * qld + (size_t)hh * D;
@@ -641,12 +672,12 @@ static void att_bwd_task(float *dq, float *dk, float *dv, const float *dout, con
                 const int nq = PT_MIN(ATT_BQ, T - t0);
                 const size_t o = ((size_t)b * T + t0) * qld + (size_t)hh * D;
                 const float *qt = q + o, *gt = dout + o;
-                sgemm1(0, 1, nq, nk, D, qt, (int)qld, kblk, (int)kld, 0.0f, S, ATT_BK);   // S = Q K^T
-                sgemm1(0, 1, nq, nk, D, gt, (int)qld, vblk, (int)kld, 0.0f, dP, ATT_BK);  // dP = dO V^T
+                sgemm_tile(0, 1, nq, nk, D, qt, (int)qld, kblk, (int)kld, 0.0f, S, ATT_BK);   // S = Q K^T
+                sgemm_tile(0, 1, nq, nk, D, gt, (int)qld, vblk, (int)kld, 0.0f, dP, ATT_BK);  // dP = dO V^T
                 att_bwd_softmax(S, dP, lr + t0, Drow + (size_t)hi * T + t0, nq, nk, t0, s0, scale);
-                sgemm1(1, 0, nk, D, nq, S, ATT_BK, gt, (int)qld, 1.0f, dV, D);        // dV += P^T dO
-                sgemm1(1, 0, nk, D, nq, dP, ATT_BK, qt, (int)qld, 1.0f, dK, D);       // dK += dS^T Q
-                sgemm1(0, 0, nq, D, nk, dP, ATT_BK, kblk, (int)kld, 1.0f, dq + o, (int)qld);  // dQ += dS K
+                sgemm_tile(1, 0, nk, D, nq, S, ATT_BK, gt, (int)qld, 1.0f, dV, D);        // dV += P^T dO
+                sgemm_tile(1, 0, nk, D, nq, dP, ATT_BK, qt, (int)qld, 1.0f, dK, D);       // dK += dS^T Q
+                sgemm_tile(0, 0, nq, D, nk, dP, ATT_BK, kblk, (int)kld, 1.0f, dq + o, (int)qld);  // dQ += dS K
             }
         }
         for (int j = 0; j < nk; j++) {
@@ -786,18 +817,6 @@ static void cpu_adamw(pt_backend *be, float *p, const float *g, float *m, float 
 
 // ---------------------------------------------------------------- lm_head + cross-entropy
 
-PT_CLONES static float row_max(const float *x, int n) {
-    float a[16];
-    for (int k = 0; k < 16; k++) a[k] = -FLT_MAX;
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; k++) a[k] = x[i + k] > a[k] ? x[i + k] : a[k];
-    float m = -FLT_MAX;
-    for (int k = 0; k < 16; k++) m = a[k] > m ? a[k] : m;
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
-}
-
 // sum_i exp(x[i] - m), storing the exponentials in place when store
 PT_CLONES static double row_expsum(float *x, int n, float m, int store) {
     float a[16] = {0};
@@ -822,16 +841,50 @@ PT_CLONES static double row_expsum(float *x, int n, float m, int store) {
     return s;
 }
 
-// Tile of rc rows x tv columns starting at vocabulary column v0 (row stride tv).
+// Stats of one logits tile stored transposed, L[tv][rc]: vocabulary entry v0 + v
+// in row v, token r of the chunk in column r (row stride rc). Per token r: the
+// tile's max, its sum of exp(logit - max) (exps stored in place when store),
+// and its target's logit when the target falls in the tile. Columns go in
+// blocks of XS_RB, so the max pass and the exp pass vectorise across tokens
+// and the second pass reads the block (tv x XS_RB floats, 512 KiB) from L2;
+// each sum is float over XS_VB entries, then double across them, in v order.
+enum { XS_RB = 64, XS_VB = 128 };
 PT_CLONES static void xent_tile_stats(float *L, int rc, int tv, int v0, const int32_t *tg, float *tm, double *ts,
                                       float *tl, int ntiles, int j, int store) {
-    for (int r = 0; r < rc; r++) {
-        float *row = L + (size_t)r * tv;
-        const int t = tg[r];
-        if (t >= v0 && t < v0 + tv) tl[r] = row[t - v0];
-        const float m = row_max(row, tv);
-        tm[(size_t)r * ntiles + j] = m;
-        ts[(size_t)r * ntiles + j] = row_expsum(row, tv, m, store);
+    for (int r0 = 0; r0 < rc; r0 += XS_RB) {
+        const int nr = PT_MIN(XS_RB, rc - r0);
+        float m[XS_RB], a[XS_RB];
+        double s[XS_RB];
+        for (int k = 0; k < nr; k++) {
+            const int t = tg[r0 + k];
+            if (t >= v0 && t < v0 + tv) tl[r0 + k] = L[(size_t)(t - v0) * rc + r0 + k];
+            m[k] = -FLT_MAX;
+            s[k] = 0;
+        }
+        for (int v = 0; v < tv; v++) {
+            const float *x = L + (size_t)v * rc + r0;
+            for (int k = 0; k < nr; k++) m[k] = x[k] > m[k] ? x[k] : m[k];
+        }
+        for (int vb = 0; vb < tv; vb += XS_VB) {
+            const int ve = PT_MIN(tv, vb + XS_VB);
+            for (int k = 0; k < nr; k++) a[k] = 0;
+            for (int v = vb; v < ve; v++) {
+                float *x = L + (size_t)v * rc + r0;
+                if (store)
+                    for (int k = 0; k < nr; k++) {
+                        const float e = vexp(x[k] - m[k]);
+                        x[k] = e;
+                        a[k] += e;
+                    }
+                else
+                    for (int k = 0; k < nr; k++) a[k] += vexp(x[k] - m[k]);
+            }
+            for (int k = 0; k < nr; k++) s[k] += a[k];
+        }
+        for (int k = 0; k < nr; k++) {
+            tm[(size_t)(r0 + k) * ntiles + j] = m[k];
+            ts[(size_t)(r0 + k) * ntiles + j] = s[k];
+        }
     }
 }
 
@@ -903,7 +956,7 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
     const int ntiles = (V + TV - 1) / TV;
     const int NG = PT_MIN(ntiles, XENT_GROUPS);
     const int train = dinp != NULL;
-    // logits chunk: tile j of a chunk of rc rows lives at rc * j * TV, row stride tv
+    // logits chunk: tile j of a chunk of rc rows lives at rc * j * TV, stored transposed [tv][rc]
     float *lg = scratch_get(&im->xent, sizeof(float) * (train ? (size_t)R * V : (size_t)nth * R * TV));
     // per-row stats: tile max (then gradient factor), tile sum-exp, target logit, row loss
     const size_t st_bytes = sizeof(float) * (size_t)R * ntiles + sizeof(double) * (size_t)R * ntiles +
@@ -924,7 +977,7 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
         for (int j = 0; j < ntiles; j++) {
             const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
             float *L = train ? lg + (size_t)rc * v0 : lg + (size_t)omp_get_thread_num() * R * TV;
-            sgemm1(0, 1, rc, tv, C, X, C, w + (size_t)v0 * C, C, 0.0f, L, tv);
+            sgemm_tile(0, 1, tv, rc, C, w + (size_t)v0 * C, C, X, C, 0.0f, L, rc);  // L^T = W_j X^T
             xent_tile_stats(L, rc, tv, v0, tg, tm, ts, tl, ntiles, j, train);
         }
         if (im->profile) {
@@ -967,8 +1020,8 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
                 const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
                 const float *L = lg + (size_t)rc * v0;
                 xent_scale_rows(Xs, X, rc, C, tm, ntiles, j);
-                sgemm1(1, 0, tv, C, rc, L, tv, Xs, C, 1.0f, dw + (size_t)v0 * C, C);
-                sgemm1(0, 0, rc, C, tv, L, tv, w + (size_t)v0 * C, C, 0.0f, Q, C);
+                sgemm_tile(0, 0, tv, C, rc, L, rc, Xs, C, 1.0f, dw + (size_t)v0 * C, C);  // dW_j += E_j (f X)
+                sgemm_tile(1, 0, rc, C, tv, L, rc, w + (size_t)v0 * C, C, 0.0f, Q, C);   // Q = E_j^T W_j
                 xent_acc_rows(P, Q, rc, C, tm, ntiles, j, j == j0);
             }
         }
@@ -1224,6 +1277,13 @@ pt_backend *pt_backend_cpu_create(void) {
     be->host_memory = true;  // plain host allocations: checkpoints and collectives use them in place
     const char *gm = getenv("PT_CPU_GEMM");
     im->gemm_openblas = gm && !strcmp(gm, "openblas");
+    // oneDNN's sgemm JIT-compiles for x86-64 only; elsewhere it would take its reference code
+    const char *tg = getenv("PT_CPU_TILE_SGEMM");
+#if defined(PT_HAVE_DNNL) && defined(__x86_64__)
+    tile_sgemm_onednn = !(tg && !strcmp(tg, "openblas"));
+#else
+    (void)tg;
+#endif
     im->profile = env_int("PT_CPU_PROFILE", 0, 0, 1);
     im->xent_rows = env_int("PT_CPU_XENT_ROWS", 512, 1, 1 << 20);
     im->xent_tile = env_int("PT_CPU_XENT_TILE", 2048, 16, 1 << 24);
@@ -1241,8 +1301,10 @@ pt_backend *pt_backend_cpu_create(void) {
     // PT_CPU_BF16_GEMM=sgemm: bf16 matmuls on the fp32 sgemm path (the fallback of CPUs without bf16 units).
     const char *bg = getenv("PT_CPU_BF16_GEMM");
     im->dnnl = bg && !strcmp(bg, "sgemm") ? NULL : pt_dnnl_create();
-    snprintf(be->device, sizeof be->device, "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, bf16 matmuls: %s)",
-             simd_level(), openblas_get_corename(), omp_get_max_threads(), im->dnnl ? pt_dnnl_impl(im->dnnl) : "sgemm");
+    snprintf(be->device, sizeof be->device,
+             "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, tile sgemm: %s, bf16 matmuls: %s)",
+             simd_level(), openblas_get_corename(), omp_get_max_threads(), tile_sgemm_onednn ? "oneDNN" : "OpenBLAS",
+             im->dnnl ? pt_dnnl_impl(im->dnnl) : "sgemm");
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->upload = cpu_copy;
