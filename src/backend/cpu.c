@@ -7,10 +7,13 @@
 //   per thread (rows first), each computed with the full K by one sgemm call,
 //   so no sum depends on the split (see gemm()). PT_CPU_GEMM=openblas hands
 //   whole matmuls to OpenBLAS's own threads instead (for comparison only).
+// - The fixed-shape tile products of the lm_head and attention run on
+//   oneDNN's sgemm where the build has it (faster there; see sgemm_tile()).
 // - lm_head + cross-entropy in chunks of rows x vocabulary tiles: the [N x V]
 //   logits never exist; a chunk of R rows (PT_CPU_XENT_ROWS, default 512)
 //   is computed tile by tile (PT_CPU_XENT_TILE vocabulary columns, default
-//   2048), each tile's max / sum-exp taken while it is in the last-level
+//   2048; a tile is stored transposed, vocabulary x rows, so that the dW
+//   product is NN), each tile's max / sum-exp taken while it is in the last-level
 //   cache and exp() stored in place; the per-row logsumexp then combines the
 //   tiles in a fixed order, and a second pass over the tiles turns them into
 //   gradients and feeds dW (+= G^T X) and a per-group partial of dX (G W)
