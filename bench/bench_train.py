@@ -36,6 +36,12 @@ around the forward and loss (fp32 master weights and AdamW, as ours); bf16
 MFU is against the measured bf16 matmul ceiling (bench/bf16_ceiling.c,
 oneDNN: AMX / AVX512-BF16 where the CPU has them).
 
+Other PyTorch installs run as extra rows with --torch-python (their
+interpreters, e.g. a venv's python). Debian's python3-torch is probed when
+installed; bookworm's is 1.13.1, below the torch that transformers' Qwen3
+needs (transformers >= 4.51, which requires torch >= 2.x), so there it is
+reported and skipped rather than compared through different model code.
+
   python3 bench/bench_train.py                      # both configs, ~10 minutes on 2 cores
   python3 bench/bench_train.py --configs tiny --reps 2
   python3 bench/bench_train.py --portatrain build-cpu/portatrain --threads 2
@@ -123,6 +129,48 @@ def find_jemalloc():
         if os.path.exists(p):
             return p
     return ctypes.util.find_library("jemalloc")
+
+
+def probe_torch(python):
+    """(torch version, None) when `python` can run the worker (torch and transformers' Qwen3), else (None, why)."""
+    code = ("import torch, transformers; from transformers import Qwen3ForCausalLM; "
+            "print(torch.__version__)")
+    try:
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    if r.returncode != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        return None, lines[-1] if lines else f"exit status {r.returncode}"
+    return r.stdout.strip().splitlines()[-1], None
+
+
+def torch_pythons(a):
+    """[(interpreter, row label suffix)] of the extra PyTorch installs that can run the worker."""
+    out = []
+    cands = [p for p in a.torch_python.split(",") if p]
+    deb = "/usr/lib/python3/dist-packages/torch"
+    if os.path.isdir(deb) and os.path.exists("/usr/bin/python3") and "/usr/bin/python3" not in cands:
+        ver = "?"
+        try:
+            with open(os.path.join(deb, "version.py")) as f:
+                for line in f:
+                    if line.startswith("__version__"):
+                        ver = line.split("=", 1)[1].strip().strip("'\"")
+        except OSError:
+            pass
+        v, why = probe_torch("/usr/bin/python3")
+        if v:
+            cands.append("/usr/bin/python3")
+        else:
+            print(f"note: Debian's python3-torch {ver} cannot run the PyTorch side ({why}); not compared")
+    for py in cands:
+        v, why = probe_torch(py)
+        if not v:
+            sys.exit(f"--torch-python {py}: cannot run the PyTorch worker: {why}")
+        print(f"extra PyTorch: {py}: torch {v}")
+        out.append((py, f"@{v.split('+')[0]}"))
+    return out
 
 
 def torch_env(env, allocator):
@@ -254,6 +302,8 @@ def main():
     ap.add_argument("--torch-allocators", default=None,
                     help="PyTorch's allocators: jemalloc, system or both (default: jemalloc,system where "
                          "libjemalloc2 is installed, else system)")
+    ap.add_argument("--torch-python", default="",
+                    help="extra Python interpreters whose torch + transformers also run, comma-separated")
     # internal: the PyTorch worker
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -288,6 +338,7 @@ def main():
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs; threads used: {a.threads}")
     print(f"portatrain: {exe}; torch: {torch_version}")
+    a.torch_pythons = torch_pythons(a) if not a.no_torch else []
     have_jemalloc = find_jemalloc() is not None
     if a.torch_allocators is None:
         a.torch_allocators = "jemalloc,system" if have_jemalloc else "system"
@@ -338,7 +389,7 @@ def main():
 
     print(f"ceilings ({a.threads} threads): " + ", ".join(f"{p} {c / 1e9:.1f} GFLOP/s" for p, c in ceilings.items()) +
           f"; medians over {a.reps} repetitions; MFU against the ceiling of the run's precision")
-    hdr = f"{'config':<9} {'framework':<16} {'prec':<5} {'batch x seq':>11} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs torch':>8}"
+    hdr = f"{'config':<9} {'framework':<24} {'prec':<5} {'batch x seq':>11} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs torch':>8}"
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -346,7 +397,7 @@ def main():
                and q["precision"] == r["precision"]]
         best = max((q["tokens_per_s"] for q in ref), default=None)
         sp = f"{r['tokens_per_s'] / best:.2f}x" if best else "-"
-        print(f"{r['config']:<9} {r['framework']:<16} {r['precision']:<5} {r['batch']:>4} x {r['seq_len']:<4} "
+        print(f"{r['config']:<9} {r['framework']:<24} {r['precision']:<5} {r['batch']:>4} x {r['seq_len']:<4} "
               f"{r['tokens_per_s']:9.0f} {r['ms_per_step']:9.1f} {r['peak_rss_mib']:12.0f} {100 * r['mfu']:5.1f}% {sp:>8}")
     if a.json:
         json.dump({"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "threads": a.threads,
@@ -376,15 +427,16 @@ def bench_config(a, exe, env, name, cdir, model, data, cfg, B, T, total, warm, f
         ts = step_times(metrics, warm)
         runs["portatrain"].append((statistics.median(ts), hwm, maxrss))
         shutil.rmtree(out, ignore_errors=True)  # the saved model
-        print(f"  {prec} rep {rep}: {'portatrain':<16} {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB"
+        print(f"  {prec} rep {rep}: {'portatrain':<24} {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB"
               f" (incl. final save {maxrss / 1024:.0f} MiB)")
         if a.no_torch:
             continue
-        for al in a.torch_allocators:
-            fw = "pytorch" if al == "system" else f"pytorch+{al}"
-            tag = f"torch-{al}-{prec}-{rep}"
+        for (py, label), al in [(p, al) for p in [(sys.executable, "")] + a.torch_pythons
+                                for al in a.torch_allocators]:
+            fw = ("pytorch" if al == "system" else f"pytorch+{al}") + label
+            tag = f"torch{label.replace('@', '-')}-{al}-{prec}-{rep}"
             metrics = os.path.join(cdir, f"{tag}.jsonl")
-            cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model, "--data", data,
+            cmd = [py, os.path.abspath(__file__), "--torch-worker", "--model", model, "--data", data,
                    "--metrics", metrics, "--batch", str(B), "--seq-len", str(T), "--steps", str(total),
                    "--threads", str(a.threads), "--precision", prec]
             rc, hwm, maxrss = run_measured(cmd, torch_env(env, al), metrics, total, os.path.join(cdir, f"{tag}.log"))
@@ -392,7 +444,7 @@ def bench_config(a, exe, env, name, cdir, model, data, cfg, B, T, total, warm, f
                 sys.exit(f"PyTorch worker failed (rc {rc}); see {cdir}/{tag}.log")
             ts = step_times(metrics, warm)
             runs.setdefault(fw, []).append((statistics.median(ts), hwm, maxrss))
-            print(f"  {prec} rep {rep}: {fw:<16} {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
+            print(f"  {prec} rep {rep}: {fw:<24} {statistics.median(ts) * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
     for fw, rs in runs.items():
         if not rs:
             continue

@@ -86,7 +86,10 @@ const char *pt_backend_list(void) {
 void pt_backend_print_devices(FILE *f) {
     fprintf(f, "cpu-ref      host CPU (reference kernels, %s)\n", sizeof(real_t) == 8 ? "fp64" : "fp32");
 #ifdef PT_HAVE_CPU_BACKEND
-    fprintf(f, "cpu          host CPU (OpenBLAS: %s)\n", openblas_get_config());
+    // the backend's own line: SIMD level, OpenBLAS kernels, threads, tile sgemm and bf16 matmul libraries
+    pt_backend *cpu = pt_backend_cpu_create();
+    fprintf(f, "cpu          %s; %s\n", cpu->device, openblas_get_config());
+    pt_backend_destroy(cpu);
 #else
     fprintf(f, "cpu          not built (OpenBLAS not found)\n");
 #endif

@@ -32,8 +32,11 @@
 // - Every reduction has a fixed order that depends only on the shapes (fixed
 //   row blocks, tiles and groups), never on the thread count or schedule:
 //   results are bitwise identical across runs and across OMP_NUM_THREADS.
-// - Scratch buffers are grown once on first use; nothing is allocated inside
-//   a training step after the first.
+// - Scratch buffers are grown once on first use; our code allocates nothing
+//   inside a training step after the first. oneDNN's sgemm (the tile
+//   products) takes its packing buffers from malloc on every call, served from
+//   glibc's reused heap (~31 page faults a tiny step; PERF_NOTES.md);
+//   PT_CPU_TILE_SGEMM=openblas avoids even that.
 #ifndef PT_NO_CPU_BACKEND
 #include "backend/backend.h"
 #include "backend/cpu_dnnl.h"
