@@ -92,6 +92,7 @@ typedef struct {
     long prof_calls[K_COUNT];
     scratch xent, xstat, xpart, att, rms, ss;
     int gemm_openblas;  // PT_CPU_GEMM=openblas: OpenBLAS threads instead of our split
+    int tile_onednn;    // tile products on oneDNN's sgemm (PT_CPU_TILE_SGEMM=openblas: 0)
     int xent_rows, xent_tile;
     pt_dnnl *dnnl;                  // bf16 matmuls (NULL: none on this CPU/build; bf16 runs on sgemm)
     scratch b16a, b16b, xg16;       // packed bf16 operands of the current matmul / xent chunk
@@ -269,14 +270,12 @@ static inline void sgemm1(int ta, int tb, int M, int N, int K, const float *A, i
 // OpenBLAS its summation order can change when a matrix is split in blocks
 // (its K blocking depends on M and N), so gemm()'s thread-count-dependent
 // blocks stay on OpenBLAS. PT_CPU_TILE_SGEMM=openblas uses OpenBLAS here too.
-static int tile_sgemm_onednn;  // set once in pt_backend_cpu_create
-
-static inline void sgemm_tile(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                              float beta, float *C, int ldc) {
+static inline void sgemm_tile(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                              const float *B, int ldb, float beta, float *C, int ldc) {
 #ifdef PT_HAVE_DNNL
     // inside an active OpenMP region oneDNN runs single-threaded; with one
     // thread there is no region, and OMP_NUM_THREADS=1 makes it one thread too
-    if (tile_sgemm_onednn && M > 0 && N > 0 && K > 0) {
+    if (im->tile_onednn && M > 0 && N > 0 && K > 0) {
         if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) != dnnl_success) {
             fprintf(stderr, "cpu backend: dnnl_sgemm(%c%c, %d x %d x %d) failed\n", ta ? 'T' : 'N', tb ? 'T' : 'N', M,
                     N, K);
@@ -583,7 +582,7 @@ PT_CLONES static void att_fwd_softmax(float *restrict S, float *restrict acc, fl
 }
 
 // One (b, h, query tile [t0, t1)) of the forward.
-static void att_fwd_task(float *out, float *lse, const float *q, const float *k, const float *v, int b, int hh,
+static void att_fwd_task(const cpu_impl *im, float *out, float *lse, const float *q, const float *k, const float *v, int b, int hh,
                          int t0, int t1, int T, int H, int KV, int D, float *ws) {
     const int kvh = hh / (H / KV);
     const float scale = 1.0f / sqrtf((float)D);
@@ -599,9 +598,9 @@ static void att_fwd_task(float *out, float *lse, const float *q, const float *k,
     const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
     for (int s0 = 0; s0 < t1; s0 += ATT_BK) {
         const int nk = PT_MIN(ATT_BK, t1 - s0);
-        sgemm_tile(0, 1, nq, nk, D, qt, (int)qld, kb + (size_t)s0 * kld, (int)kld, 0.0f, S, ATT_BK);  // S = Q K^T
+        sgemm_tile(im, 0, 1, nq, nk, D, qt, (int)qld, kb + (size_t)s0 * kld, (int)kld, 0.0f, S, ATT_BK);  // S = Q K^T
         att_fwd_softmax(S, acc, m, l, nq, nk, t0, s0, D, scale);
-        sgemm_tile(0, 0, nq, D, nk, S, ATT_BK, vb + (size_t)s0 * kld, (int)kld, 1.0f, acc, D);  // acc += P V
+        sgemm_tile(im, 0, 0, nq, D, nk, S, ATT_BK, vb + (size_t)s0 * kld, (int)kld, 1.0f, acc, D);  // acc += P V
     }
     for (int i = 0; i < nq; i++) {
         float *o = out + ((size_t)b * T + t0 + i) * qld + (size_t)hh * D;
@@ -622,7 +621,7 @@ static void cpu_attention_forward(pt_backend *be, float *out, float *saved, cons
     for (int task = 0; task < ntask; task++) {
         // largest query tiles (most keys) first
         const int qt = nqt - 1 - task / (B * H), bh = task % (B * H);
-        att_fwd_task(out, saved, q, k, v, bh / H, bh % H, qt * ATT_BQ, PT_MIN(T, (qt + 1) * ATT_BQ), T, H, KV, D,
+        att_fwd_task(im, out, saved, q, k, v, bh / H, bh % H, qt * ATT_BQ, PT_MIN(T, (qt + 1) * ATT_BQ), T, H, KV, D,
                      ws + per * omp_get_thread_num());
     }
     PROF_END(K_ATT_F, 2.0 * B * H * (double)T * (T + 1) * D);
@@ -649,7 +648,7 @@ PT_CLONES static void att_bwd_softmax(float *restrict S, float *restrict dP, con
 // One (b, kv head) of the backward: dK, dV of that head, dQ of its query
 // heads, key block by key block (FlashAttention-2 order: dK/dV of a block
 // complete before the next; dQ accumulated over blocks in ascending order).
-static void att_bwd_task(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+static void att_bwd_task(const cpu_impl *im, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                          const float *v, const float *out, const float *lse, int b, int kvh, int T, int H, int KV,
                          int D, float *ws) {
     const int g = H / KV;
@@ -678,12 +677,12 @@ static void att_bwd_task(float *dq, float *dk, float *dv, const float *dout, con
                 const int nq = PT_MIN(ATT_BQ, T - t0);
                 const size_t o = ((size_t)b * T + t0) * qld + (size_t)hh * D;
                 const float *qt = q + o, *gt = dout + o;
-                sgemm_tile(0, 1, nq, nk, D, qt, (int)qld, kblk, (int)kld, 0.0f, S, ATT_BK);   // S = Q K^T
-                sgemm_tile(0, 1, nq, nk, D, gt, (int)qld, vblk, (int)kld, 0.0f, dP, ATT_BK);  // dP = dO V^T
+                sgemm_tile(im, 0, 1, nq, nk, D, qt, (int)qld, kblk, (int)kld, 0.0f, S, ATT_BK);   // S = Q K^T
+                sgemm_tile(im, 0, 1, nq, nk, D, gt, (int)qld, vblk, (int)kld, 0.0f, dP, ATT_BK);  // dP = dO V^T
                 att_bwd_softmax(S, dP, lr + t0, Drow + (size_t)hi * T + t0, nq, nk, t0, s0, scale);
-                sgemm_tile(1, 0, nk, D, nq, S, ATT_BK, gt, (int)qld, 1.0f, dV, D);        // dV += P^T dO
-                sgemm_tile(1, 0, nk, D, nq, dP, ATT_BK, qt, (int)qld, 1.0f, dK, D);       // dK += dS^T Q
-                sgemm_tile(0, 0, nq, D, nk, dP, ATT_BK, kblk, (int)kld, 1.0f, dq + o, (int)qld);  // dQ += dS K
+                sgemm_tile(im, 1, 0, nk, D, nq, S, ATT_BK, gt, (int)qld, 1.0f, dV, D);        // dV += P^T dO
+                sgemm_tile(im, 1, 0, nk, D, nq, dP, ATT_BK, qt, (int)qld, 1.0f, dK, D);       // dK += dS^T Q
+                sgemm_tile(im, 0, 0, nq, D, nk, dP, ATT_BK, kblk, (int)kld, 1.0f, dq + o, (int)qld);  // dQ += dS K
             }
         }
         for (int j = 0; j < nk; j++) {
@@ -703,7 +702,7 @@ static void cpu_attention_backward(pt_backend *be, float *dq, float *dk, float *
     float *ws = scratch_get(&im->att, sizeof(float) * per * omp_get_max_threads());
 #pragma omp parallel for schedule(dynamic, 1)
     for (int task = 0; task < B * KV; task++)
-        att_bwd_task(dq, dk, dv, dout, q, k, v, out, saved, task / KV, task % KV, T, H, KV, D,
+        att_bwd_task(im, dq, dk, dv, dout, q, k, v, out, saved, task / KV, task % KV, T, H, KV, D,
                      ws + per * omp_get_thread_num());
     PROF_END(K_ATT_B, 4.0 * B * H * (double)T * (T + 1) * D);
 }
@@ -983,7 +982,7 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
         for (int j = 0; j < ntiles; j++) {
             const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
             float *L = train ? lg + (size_t)rc * v0 : lg + (size_t)omp_get_thread_num() * R * TV;
-            sgemm_tile(0, 1, tv, rc, C, w + (size_t)v0 * C, C, X, C, 0.0f, L, rc);  // L^T = W_j X^T
+            sgemm_tile(im, 0, 1, tv, rc, C, w + (size_t)v0 * C, C, X, C, 0.0f, L, rc);  // L^T = W_j X^T
             xent_tile_stats(L, rc, tv, v0, tg, tm, ts, tl, ntiles, j, train);
         }
         if (im->profile) {
@@ -1026,8 +1025,8 @@ static void cpu_lm_head_xent(pt_backend *be, double *loss_sum, float *dinp, floa
                 const int v0 = j * TV, tv = PT_MIN(TV, V - v0);
                 const float *L = lg + (size_t)rc * v0;
                 xent_scale_rows(Xs, X, rc, C, tm, ntiles, j);
-                sgemm_tile(0, 0, tv, C, rc, L, rc, Xs, C, 1.0f, dw + (size_t)v0 * C, C);  // dW_j += E_j (f X)
-                sgemm_tile(1, 0, rc, C, tv, L, rc, w + (size_t)v0 * C, C, 0.0f, Q, C);   // Q = E_j^T W_j
+                sgemm_tile(im, 0, 0, tv, C, rc, L, rc, Xs, C, 1.0f, dw + (size_t)v0 * C, C);  // dW_j += E_j (f X)
+                sgemm_tile(im, 1, 0, rc, C, tv, L, rc, w + (size_t)v0 * C, C, 0.0f, Q, C);   // Q = E_j^T W_j
                 xent_acc_rows(P, Q, rc, C, tm, ntiles, j, j == j0);
             }
         }
@@ -1286,7 +1285,7 @@ pt_backend *pt_backend_cpu_create(void) {
     // oneDNN's sgemm JIT-compiles for x86-64 only; elsewhere it would take its reference code
     const char *tg = getenv("PT_CPU_TILE_SGEMM");
 #if defined(PT_HAVE_DNNL) && defined(__x86_64__)
-    tile_sgemm_onednn = !(tg && !strcmp(tg, "openblas"));
+    im->tile_onednn = !(tg && !strcmp(tg, "openblas"));
 #else
     (void)tg;
 #endif
@@ -1309,7 +1308,7 @@ pt_backend *pt_backend_cpu_create(void) {
     im->dnnl = bg && !strcmp(bg, "sgemm") ? NULL : pt_dnnl_create();
     snprintf(be->device, sizeof be->device,
              "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, tile sgemm: %s, bf16 matmuls: %s)",
-             simd_level(), openblas_get_corename(), omp_get_max_threads(), tile_sgemm_onednn ? "oneDNN" : "OpenBLAS",
+             simd_level(), openblas_get_corename(), omp_get_max_threads(), im->tile_onednn ? "oneDNN" : "OpenBLAS",
              im->dnnl ? pt_dnnl_impl(im->dnnl) : "sgemm");
     be->alloc = cpu_alloc;
     be->free = cpu_free;
