@@ -11,5 +11,7 @@ int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be);
 int hf_model_load_weights(qwen3_model *m, const char *dir);
 // Writes DIR/config.json and the weights (dtype "float32" or "bfloat16"),
 // sharded into model-0000K-of-0000N.safetensors + index when the weights
-// exceed max_shard_bytes (0: never shard).
+// exceed max_shard_bytes (0: never shard). The new files are written in a
+// staging directory and moved into place; weight files of an earlier save
+// that this one did not write are then removed (as save_pretrained does).
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes);

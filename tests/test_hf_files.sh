@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# HF model directories written and read by portatrain (src/io/hf_model.c, src/cli/cmd_export.c,
+# src/model/config.c): a save into a directory that holds an earlier save leaves only the new weight
+# files (as transformers' save_pretrained does), in both directions between sharded and unsharded.
+set -u
+B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+. "$S/tests/cli_check.sh"
+fail=0
+expect() {  # description, then a test expression evaluated by the shell
+    if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
+}
+F=$S/tests/fixtures/golden/tied
+loss() { "$B" eval --model "$1" --data "$F/data.bin" --seq-len 16 --max-batches 2 2>/dev/null | sed 's/.*"loss": *\([^,]*\),.*/\1/'; }
+"$B" train --model "$F" --data "$F/data.bin" --output-dir "$T/run" --max-steps 2 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --learning-rate 1e-2 --quiet >"$T/train.log" 2>&1 || { cat "$T/train.log"; exit 1; }
+C1=$T/run/checkpoint-1; C2=$T/run/checkpoint-2
+"$B" export --checkpoint "$C1" --output-dir "$T/ref1" 2>/dev/null || exit 1
+"$B" export --checkpoint "$C2" --output-dir "$T/ref2" 2>/dev/null || exit 1
+L1=$(loss "$T/ref1"); L2=$(loss "$T/ref2")
+expect "the two checkpoints differ ($L1 vs $L2)" '[ -n "$L1" ] && [ "$L1" != "$L2" ]'
+
+# --- 1. stale weight files of an earlier save are removed ---
+X=$T/x
+check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X"
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$X" --max-shard-size 20000
+expect "unsharded -> sharded: stale model.safetensors removed" '[ ! -e "$X/model.safetensors" ] && [ -e "$X/model.safetensors.index.json" ]'
+expect "unsharded -> sharded: the new weights load ($(loss "$X") = $L2)" '[ "$(loss "$X")" = "$L2" ]'
+n20=$(ls "$X" | grep -c -- '-of-00020\.safetensors$')
+check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X" --max-shard-size 40000
+expect "sharded -> sharded: only the new shards remain ($n20 old)" \
+    '[ "$n20" -gt 0 ] && ! ls "$X" | grep -q -- "-of-00020\.safetensors$" && ls "$X" | grep -q -- "-00001-of-"'
+expect "sharded -> sharded: the new weights load" '[ "$(loss "$X")" = "$L1" ]'
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$X"
+expect "sharded -> unsharded: stale index and shards removed" \
+    '[ -e "$X/model.safetensors" ] && [ -z "$(ls "$X" | grep -e "-of-" -e "index.json")" ]'
+expect "sharded -> unsharded: the new weights load" '[ "$(loss "$X")" = "$L2" ]'
+expect "no staging directory left behind" '[ -z "$(ls -A "$X" | grep tmp)" ]'
+# init into a directory holding a sharded export: the init weights are the ones loaded
+"$B" export --checkpoint "$C2" --output-dir "$T/i" --max-shard-size 20000 2>/dev/null
+check 0 "" -- "$B" init --config "$F/config.json" --output-dir "$T/i" --seed 1
+expect "init over a sharded dir: stale index and shards removed" '[ -z "$(ls "$T/i" | grep -e "-of-" -e "index.json")" ]'
+# other files in the directory are kept
+expect "other files kept" 'touch "$T/i/README.md" "$T/i/model-notes.safetensors"; "$B" export --checkpoint "$C1" --output-dir "$T/i" >/dev/null 2>&1 && [ -e "$T/i/README.md" ] && [ -e "$T/i/model-notes.safetensors" ]'
+
+exit $fail
