@@ -43,4 +43,22 @@ expect "init over a sharded dir: stale index and shards removed" '[ -z "$(ls "$T
 # other files in the directory are kept
 expect "other files kept" 'touch "$T/i/README.md" "$T/i/model-notes.safetensors"; "$B" export --checkpoint "$C1" --output-dir "$T/i" >/dev/null 2>&1 && [ -e "$T/i/README.md" ] && [ -e "$T/i/model-notes.safetensors" ]'
 
+# --- 2. export copies every tokenizer / generation sidecar of the source model dir ---
+M=$T/src; mkdir -p "$M"; cp "$F/config.json" "$F/model.safetensors" "$F/generation_config.json" "$M/"
+SIDE="tokenizer.json tokenizer_config.json special_tokens_map.json chat_template.jinja generation_config.json vocab.json merges.txt added_tokens.json"
+for f in $SIDE; do [ -e "$M/$f" ] || echo "{\"sidecar\": \"$f\"}" >"$M/$f"; done
+"$B" train --model "$M" --data "$F/data.bin" --output-dir "$T/srun" --max-steps 1 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet >"$T/train.log" 2>&1 || { cat "$T/train.log"; exit 1; }
+check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side"
+ok=1; for f in $SIDE; do cmp -s "$M/$f" "$T/side/$f" || { echo "  not copied: $f"; ok=0; }; done
+expect "every sidecar copied from the run's model dir" '[ $ok = 1 ]'
+rm "$M/vocab.json" "$M/merges.txt"
+check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side2"
+expect "only the sidecars present are copied" '[ ! -e "$T/side2/vocab.json" ] && [ ! -e "$T/side2/merges.txt" ] && [ -e "$T/side2/chat_template.jinja" ]'
+mv "$M" "$T/src-moved"
+check 0 "source model directory $M not found; no tokenizer or generation files copied" -- \
+    "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side3"
+check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side4" --tokenizer "$T/src-moved"
+expect "--tokenizer DIR: sidecars copied from it" 'cmp -s "$T/src-moved/chat_template.jinja" "$T/side4/chat_template.jinja"'
+
 exit $fail
