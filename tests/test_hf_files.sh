@@ -61,4 +61,29 @@ check 0 "source model directory $M not found; no tokenizer or generation files c
 check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side4" --tokenizer "$T/src-moved"
 expect "--tokenizer DIR: sidecars copied from it" 'cmp -s "$T/src-moved/chat_template.jinja" "$T/side4/chat_template.jinja"'
 
+# --- 3. checkpoints without a model config, or lacking a tensor the config requires ---
+mut() {  # mut NAME PYTHON: a copy of checkpoint-1 whose checkpoint.json d is edited by PYTHON
+    cp -r "$C1" "$T/$1"
+    python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); $2; json.dump(d, open(p, 'w'))" "$T/$1/checkpoint.json"
+}
+mut nocfg "del d['state']['model_config']"
+check 1 "portatrain: error: $T/nocfg/checkpoint.json: state.model_config is missing" -- \
+    "$B" export --checkpoint "$T/nocfg" --output-dir "$T/e1"
+expect "no 'unknown error'" '! grep -q "unknown error" "$T/out"'
+check 0 "not resumable or exportable: checkpoint.json has no state.model_config" -- "$B" ckpt verify "$T/nocfg"
+mut nostate "d['state'] = {'model_config': d['state']['model_config']}"
+check 0 "exportable but not resumable: checkpoint.json has no training state" -- "$B" ckpt verify "$T/nostate"
+mut droptensor "del d['tensors']['model/model.layers.1.mlp.up_proj.weight']"
+check 1 'portatrain: error: .*tensor "model/model.layers.1.mlp.up_proj.weight" that state.model_config requires is missing' -- \
+    "$B" ckpt verify "$T/droptensor"
+mut dropmoment "del d['tensors']['optim/exp_avg_sq/model.norm.weight']"
+check 1 'tensor "optim/exp_avg_sq/model.norm.weight" that state.model_config requires is missing' -- \
+    "$B" ckpt verify "$T/dropmoment"
+mut morelayers "d['state']['model_config']['num_hidden_layers'] = 3"
+check 1 'tensor "model/model.layers.2.input_layernorm.weight" that state.model_config requires is missing' -- \
+    "$B" ckpt verify "$T/morelayers"
+check 0 "tensors of state.model_config verified" -- "$B" ckpt verify "$C1"
+check 0 '"save_s_median"' -- "$B" ckpt bench --config "$F/config.json" --output-dir "$T/bench" --reps 1
+check 0 "not resumable or exportable" -- "$B" ckpt verify "$T/bench"
+
 exit $fail

@@ -56,9 +56,18 @@ int cmd_export(int argc, char **argv) {
     }
     const cJSON *st = ckpt_state(c);
     const cJSON *mc = cJSON_GetObjectItemCaseSensitive(st, "model_config");
-    char *mtext = mc ? cJSON_PrintUnformatted(mc) : NULL;
+    char what[4200];
+    snprintf(what, sizeof what, "%s/checkpoint.json: state.model_config", ckpt_dir(c));
+    if (!cJSON_IsObject(mc)) {
+        // e.g. a `ckpt bench` checkpoint: tensors without the model they belong to
+        pt_set_error("%s %s; without the model config there is nothing to export", what,
+                     mc ? "is not an object" : "is missing");
+        ckpt_close(c);
+        return cli_fail();
+    }
+    char *mtext = cJSON_PrintUnformatted(mc);
     qwen3_config cfg;
-    if (!mtext || qwen3_config_parse(&cfg, mtext, strlen(mtext), "checkpoint.json model_config") != 0) {
+    if (qwen3_config_parse(&cfg, mtext, strlen(mtext), what) != 0) {
         free(mtext);
         ckpt_close(c);
         return cli_fail();
