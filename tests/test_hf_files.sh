@@ -86,4 +86,27 @@ check 0 "tensors of state.model_config verified" -- "$B" ckpt verify "$C1"
 check 0 '"save_s_median"' -- "$B" ckpt bench --config "$F/config.json" --output-dir "$T/bench" --reps 1
 check 0 "not resumable or exportable" -- "$B" ckpt verify "$T/bench"
 
+# --- 4. tied config with an lm_head.weight in the file: equal is accepted, different refused ---
+with_lm_head() {  # with_lm_head DIR FLIP: the tied fixture plus lm_head.weight = embed_tokens (one byte flipped if FLIP=1)
+    mkdir -p "$1"; cp "$F/config.json" "$1/"
+    python3 - "$F/model.safetensors" "$1/model.safetensors" "$2" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+e = hdr["model.embed_tokens.weight"]; b, en = e["data_offsets"]
+lm = bytearray(data[b:en])
+if sys.argv[3] == "1": lm[5] ^= 0x01
+hdr["lm_head.weight"] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(data), len(data) + len(lm)]}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data + bytes(lm))
+PY
+}
+with_lm_head "$T/tied_eq" 0; with_lm_head "$T/tied_ne" 1
+L0=$(loss "$F")
+expect "tied, lm_head.weight equal to embed_tokens: accepted, same loss" '[ -n "$L0" ] && [ "$(loss "$T/tied_eq")" = "$L0" ]'
+check 0 '"loss"' -- "$B" eval --model "$T/tied_eq" --data "$F/data.bin" --seq-len 16 --max-batches 1
+expect "  without a warning" '! grep -q "warning" "$T/out"'
+check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true; set tie_word_embeddings to false" -- \
+    "$B" eval --model "$T/tied_ne" --data "$F/data.bin" --seq-len 16 --max-batches 1
+
 exit $fail

@@ -127,6 +127,34 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
         if (st_read_float(f, t, host + pi->offset, pi->numel) != 0) goto done;
 #endif
     }
+    // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to
+    // the embedding). One that differs would be silently dropped by tying
+    // (transformers warns and unties), so it is refused.
+    if (m->cfg.tie_word_embeddings) {
+        const st_file *f = NULL;
+        const st_tensor *t = shards_find(&s, "lm_head.weight", &f);
+        const qwen3_param_info *e = qwen3_find_tensor(m, "model.embed_tokens.weight");
+        if (t && e) {
+            int same = t->ndim == 2 && t->shape[0] == e->shape[0] && t->shape[1] == e->shape[1];
+            if (same) {
+                real_t *lm = pt_malloc(sizeof(real_t) * e->numel);
+#ifdef PT_REAL_DOUBLE
+                int rrc = st_read_double(f, t, lm, e->numel);
+#else
+                int rrc = st_read_float(f, t, lm, e->numel);
+#endif
+                same = rrc == 0 && !memcmp(lm, host + e->offset, sizeof(real_t) * e->numel);
+                free(lm);
+                if (rrc) goto done;
+            }
+            if (!same) {
+                pt_set_error("%s: lm_head.weight differs from model.embed_tokens.weight but config.json has "
+                             "tie_word_embeddings true; set tie_word_embeddings to false to train them untied",
+                             f->path);
+                goto done;
+            }
+        }
+    }
     // Unknown tensors are reported (as transformers does) but not fatal.
     for (int k = 0; k < s.n; k++)
         for (int j = 0; j < s.files[k].num_tensors; j++) {

@@ -5,7 +5,8 @@
 
 // Reads DIR/config.json, creates the model on `be` and loads its weights
 // (F32/BF16/F16/F64, converted to fp32). lm_head.weight may be absent when
-// tied (and is ignored if present). Shapes are checked against the config.
+// tied (and must then equal model.embed_tokens.weight if present). Shapes are
+// checked against the config.
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be);
 // Loads weights from a model dir into an existing model (same config).
 int hf_model_load_weights(qwen3_model *m, const char *dir);
