@@ -109,4 +109,19 @@ expect "  without a warning" '! grep -q "warning" "$T/out"'
 check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true; set tie_word_embeddings to false" -- \
     "$B" eval --model "$T/tied_ne" --data "$F/data.bin" --seq-len 16 --max-batches 1
 
+# --- 5. a config.json without head_dim: 128, Qwen3Config's default (not hidden_size / heads = 16) ---
+mkdir -p "$T/nohd"
+cat >"$T/nohd/config.json" <<'EOF'
+{"model_type": "qwen3", "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": true}
+EOF
+check 0 "" -- "$B" init --config "$T/nohd/config.json" --output-dir "$T/nohd/m"
+jcheck "$T/nohd/m/config.json" 'r["head_dim"] == 128' "head_dim absent -> 128 written"
+python3 - "$T/nohd/m/model.safetensors" >"$T/shape" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+print(json.loads(raw[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]["shape"])
+PY
+expect "q_proj is [heads*128, hidden]" '[ "$(cat "$T/shape")" = "[512, 64]" ]'
+
 exit $fail

@@ -86,7 +86,9 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
         goto done;
     c->num_key_value_heads = c->num_attention_heads;
     if (get_int_field(root, "num_key_value_heads", &c->num_key_value_heads, false, what)) goto done;
-    c->head_dim = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    // Qwen3Config's default (transformers 5.25), not hidden_size / heads: the
+    // same config.json must describe the same model in both.
+    c->head_dim = 128;
     if (get_int_field(root, "head_dim", &c->head_dim, false, what)) goto done;
     if (pt_json_get_double(root, "rms_norm_eps", &c->rms_norm_eps, what) < 0 ||
         pt_json_get_double(root, "initializer_range", &c->initializer_range, what) < 0 ||

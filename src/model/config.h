@@ -21,7 +21,8 @@ typedef struct {
 } qwen3_config;
 
 // Parses an HF config.json (model_type "qwen3"); accepts `rope_theta` or the
-// newer `rope_parameters` form; head_dim defaults to hidden/heads. Refuses
+// newer `rope_parameters` form; head_dim defaults to 128 (as
+// transformers' Qwen3Config, not hidden/heads). Refuses
 // features this trainer does not implement (bias, sliding window, non-default
 // RoPE) with an error naming the file and field.
 int qwen3_config_load(qwen3_config *cfg, const char *path);
