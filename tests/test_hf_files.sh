@@ -124,4 +124,32 @@ print(json.loads(raw[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]["shape"
 PY
 expect "q_proj is [heads*128, hidden]" '[ "$(cat "$T/shape")" = "[512, 64]" ]'
 
+# --- 6. eos_token_id as a list, hidden_act "swish" (= silu in transformers' ACT2FN), pad_token_id: accepted and kept ---
+mkdir -p "$T/ids"
+python3 - "$F/config.json" "$T/ids/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(eos_token_id=[5, 6], pad_token_id=3, bos_token_id=4, hidden_act="swish")
+json.dump(c, open(sys.argv[2], "w"))
+PY
+check 0 "" -- "$B" init --config "$T/ids/config.json" --output-dir "$T/ids/m"
+jcheck "$T/ids/m/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"] == 3 and r["bos_token_id"] == 4' \
+    "init keeps the eos_token_id list and pad_token_id"
+"$B" train --model "$T/ids/m" --data "$F/data.bin" --output-dir "$T/ids/run" --max-steps 1 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet >"$T/train.log" 2>&1 || { echo "FAIL: train"; cat "$T/train.log"; fail=1; }
+check 0 "exported" -- "$B" export --checkpoint "$T/ids/run/checkpoint-1" --output-dir "$T/ids/exp"
+jcheck "$T/ids/exp/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"] == 3 and r["hidden_act"] == "silu"' \
+    "export keeps the eos_token_id list and pad_token_id"
+python3 - "$F/config.json" "$T/ids/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c.update(eos_token_id=7, pad_token_id=None); json.dump(c, open(sys.argv[2], "w"))
+PY
+check 0 "" -- "$B" init --config "$T/ids/config.json" --output-dir "$T/ids/m2"
+jcheck "$T/ids/m2/config.json" 'r["eos_token_id"] == 7 and "pad_token_id" not in r' "an integer eos_token_id stays an integer"
+for bad in '"eos_token_id": []' '"eos_token_id": [1, "x"]' '"hidden_act": "gelu"'; do
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(json.loads('{'+sys.argv[3]+'}')); json.dump(c, open(sys.argv[2],'w'))" \
+        "$F/config.json" "$T/ids/bad.json" "$bad"
+    check 1 "portatrain: error: $T/ids/bad.json: " -- "$B" init --config "$T/ids/bad.json" --output-dir "$T/ids/bad"
+done
+
 exit $fail
