@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # HF model directories written and read by portatrain (src/io/hf_model.c, src/cli/cmd_export.c,
-# src/model/config.c): a save into a directory that holds an earlier save leaves only the new weight
-# files (as transformers' save_pretrained does), in both directions between sharded and unsharded.
+# src/cli/cmd_ckpt.c, src/model/config.c): 1. a save into a directory holding an earlier save leaves only
+# the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export copies
+# every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
+# (export error, ckpt verify); 4. tied config + differing lm_head.weight refused; 5. head_dim defaults to
+# 128; 6. eos_token_id lists, hidden_act swish and pad_token_id.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
