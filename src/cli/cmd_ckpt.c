@@ -22,7 +22,9 @@ static void help(void) {
            "       portatrain ckpt bench --config CONFIG.json --output-dir DIR [--reps N]\n\n"
            "inspect prints a checkpoint's step, training state, files and tensors; verify checks every\n"
            "tensor slice against its checksum, that every tensor is fully covered and that every value is\n"
-           "finite (no NaN/Inf weights or moments); exit 1 if not.\n"
+           "finite (no NaN/Inf weights or moments) and that every tensor state.model_config requires is\n"
+           "there with its shape; exit 1 if not. A checkpoint without training state or model config\n"
+           "(e.g. from bench) passes with a note saying it cannot be resumed or exported.\n"
            "DIR may be a checkpoint directory or an output dir (its `latest` checkpoint is used).\n"
            "bench saves and restores the full training state (weights + AdamW moments) of a randomly\n"
            "initialised model of CONFIG N times and prints save and restore GB/s (restore reads cold:\n"
@@ -93,6 +95,64 @@ static int verify_finite(ckpt *c) {
         if (rc) break;
     }
     cJSON_Delete(d);
+    return rc;
+}
+
+// Beyond intact files: resume needs the training state and every tensor of
+// the model config in model/, optim/exp_avg/ and optim/exp_avg_sq/; export
+// needs the model config and the model/ tensors. A tensor the config requires
+// that is absent or misshaped fails (-1); a checkpoint without training state
+// or model config (e.g. from `ckpt bench`) is intact but not usable for
+// those, which `lacks` says ("" when it is complete).
+static int verify_contents(ckpt *c, char *lacks, size_t n) {
+    const cJSON *st = ckpt_state(c);
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(st, "data_loader");
+    const bool train_state = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "step")) &&
+                             cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(st, "optimizer_step")) &&
+                             cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(dl, "rows_per_step")) &&
+                             cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(dl, "seq_len")) &&
+                             cJSON_IsString(cJSON_GetObjectItemCaseSensitive(dl, "data_sha256")) &&
+                             cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(st, "manifest"));
+    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(st, "model_config");
+    lacks[0] = 0;
+    if (!cJSON_IsObject(mc)) {
+        snprintf(lacks, n, "not resumable or exportable: checkpoint.json has no state.model_config%s",
+                 train_state ? "" : " and no training state (state.step, optimizer_step, data_loader, manifest)");
+        return 0;
+    }
+    char what[4200];
+    snprintf(what, sizeof what, "%s/checkpoint.json: state.model_config", ckpt_dir(c));
+    char *text = cJSON_PrintUnformatted(mc);
+    qwen3_config cfg;
+    int rc = qwen3_config_parse(&cfg, text, strlen(text), what);
+    free(text);
+    if (rc) return -1;
+    pt_backend *be = pt_backend_create("cpu-ref");
+    qwen3_model m;
+    rc = qwen3_create_layout(&m, &cfg, be);
+    static const char *groups[3] = {"model/", "optim/exp_avg/", "optim/exp_avg_sq/"};
+    for (int g = 0; g < 3 && !rc; g++)
+        for (int i = 0; i < m.num_tensors && !rc; i++) {
+            const qwen3_param_info *t = &m.tensors[i];
+            char name[160];
+            snprintf(name, sizeof name, "%s%s", groups[g], t->name);
+            int64_t shape[CKPT_MAX_DIMS];
+            const int nd = ckpt_tensor_shape(c, name, shape);
+            if (nd < 0) {
+                pt_set_error("%s: tensor \"%s\" that state.model_config requires is missing from the manifest",
+                             ckpt_dir(c), name);
+                rc = -1;
+            } else if (nd != t->ndim || shape[0] != t->shape[0] || (nd == 2 && shape[1] != t->shape[1])) {
+                pt_set_error("%s: tensor \"%s\" has a different shape from the one state.model_config implies",
+                             ckpt_dir(c), name);
+                rc = -1;
+            }
+        }
+    if (m.be) qwen3_free(&m);
+    pt_backend_destroy(be);
+    if (!rc && !train_state)
+        snprintf(lacks, n, "exportable but not resumable: checkpoint.json has no training state "
+                           "(state.step, optimizer_step, data_loader, manifest)");
     return rc;
 }
 
@@ -186,9 +246,14 @@ int cmd_ckpt(int argc, char **argv) {
     int rc = 0;
     if (!strcmp(sub, "verify")) {
         double t0 = pt_now_s();
-        if (ckpt_verify(c) != 0 || verify_finite(c) != 0) rc = cli_fail();
-        else printf("%s: OK (step %ld, checksums and finite values verified in %.3f s)\n", ckpt_dir(c), ckpt_step(c),
-                    pt_now_s() - t0);
+        char lacks[512];
+        if (ckpt_verify(c) != 0 || verify_contents(c, lacks, sizeof lacks) != 0 || verify_finite(c) != 0)
+            rc = cli_fail();
+        else if (lacks[0])
+            printf("%s: OK (step %ld, checksums and finite values verified in %.3f s); %s\n", ckpt_dir(c),
+                   ckpt_step(c), pt_now_s() - t0, lacks);
+        else printf("%s: OK (step %ld, checksums, finite values and the tensors of state.model_config verified in "
+                    "%.3f s)\n", ckpt_dir(c), ckpt_step(c), pt_now_s() - t0);
     } else {
         cJSON *d = ckpt_describe(c);
         if (json) {

@@ -15,8 +15,10 @@ static void help(void) {
            "                        [--max-shard-size BYTES] [--tokenizer DIR]\n\n"
            "Writes config.json and model.safetensors (or model-0000K-of-0000N.safetensors + index when the\n"
            "weights exceed --max-shard-size, default 5000000000) that transformers loads unchanged, and\n"
-           "copies tokenizer.json / tokenizer_config.json from --tokenizer (default: the training run's\n"
-           "model directory, when it has them). The checkpoint is verified first.\n");
+           "copies the tokenizer and generation files (tokenizer.json, tokenizer_config.json,\n"
+           "special_tokens_map.json, chat_template.jinja, generation_config.json, vocab.json, merges.txt,\n"
+           "added_tokens.json: those present) from --tokenizer (default: the training run's model\n"
+           "directory). The checkpoint is verified first.\n");
 }
 
 static int copy_file(const char *src, const char *dst) {
@@ -54,9 +56,18 @@ int cmd_export(int argc, char **argv) {
     }
     const cJSON *st = ckpt_state(c);
     const cJSON *mc = cJSON_GetObjectItemCaseSensitive(st, "model_config");
-    char *mtext = mc ? cJSON_PrintUnformatted(mc) : NULL;
+    char what[4200];
+    snprintf(what, sizeof what, "%s/checkpoint.json: state.model_config", ckpt_dir(c));
+    if (!cJSON_IsObject(mc)) {
+        // e.g. a `ckpt bench` checkpoint: tensors without the model they belong to
+        pt_set_error("%s %s; without the model config there is nothing to export", what,
+                     mc ? "is not an object" : "is missing");
+        ckpt_close(c);
+        return cli_fail();
+    }
+    char *mtext = cJSON_PrintUnformatted(mc);
     qwen3_config cfg;
-    if (!mtext || qwen3_config_parse(&cfg, mtext, strlen(mtext), "checkpoint.json model_config") != 0) {
+    if (qwen3_config_parse(&cfg, mtext, strlen(mtext), what) != 0) {
         free(mtext);
         ckpt_close(c);
         return cli_fail();
@@ -83,11 +94,20 @@ int cmd_export(int argc, char **argv) {
         const cJSON *rcfg = cJSON_GetObjectItemCaseSensitive(st, "run_config");
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(rcfg, "model");
         if (!src && cJSON_IsString(md)) src = md->valuestring;
-        const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
-        for (int i = 0; src && i < 2 && !rc; i++) {
+        // Every tokenizer / generation sidecar transformers writes next to a
+        // model, so the export chats and generates as the source model did.
+        const char *files[] = {"tokenizer.json",   "tokenizer_config.json", "special_tokens_map.json",
+                               "chat_template.jinja", "generation_config.json", "vocab.json",
+                               "merges.txt",       "added_tokens.json"};
+        if (!src || !pt_is_dir(src)) {
+            pt_warn("%s: source model directory %s%s; no tokenizer or generation files copied (use --tokenizer DIR)",
+                    ckpt_dir(c), src ? src : "unknown", src ? " not found" : " (no run_config.model)");
+            src = NULL;
+        }
+        for (size_t i = 0; src && i < PT_ARRAY_LEN(files) && !rc; i++) {
             char *sp = pt_path_join(src, files[i]), *dp = pt_path_join(out, files[i]);
             if (pt_file_exists(sp)) rc = copy_file(sp, dp);
-            else if (tok) pt_warn("%s not found; not copied", sp);
+            else if (tok && i == 0) pt_warn("%s not found; not copied", sp);
             free(sp);
             free(dp);
         }

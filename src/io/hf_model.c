@@ -4,9 +4,13 @@
 #include "util/fileio.h"
 #include "util/json.h"
 
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     int n;
@@ -123,6 +127,34 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
         if (st_read_float(f, t, host + pi->offset, pi->numel) != 0) goto done;
 #endif
     }
+    // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to
+    // the embedding). One that differs would be silently dropped by tying
+    // (transformers warns and unties), so it is refused.
+    if (m->cfg.tie_word_embeddings) {
+        const st_file *f = NULL;
+        const st_tensor *t = shards_find(&s, "lm_head.weight", &f);
+        const qwen3_param_info *e = qwen3_find_tensor(m, "model.embed_tokens.weight");
+        if (t && e) {
+            int same = t->ndim == 2 && t->shape[0] == e->shape[0] && t->shape[1] == e->shape[1];
+            if (same) {
+                real_t *lm = pt_malloc(sizeof(real_t) * e->numel);
+#ifdef PT_REAL_DOUBLE
+                int rrc = st_read_double(f, t, lm, e->numel);
+#else
+                int rrc = st_read_float(f, t, lm, e->numel);
+#endif
+                same = rrc == 0 && !memcmp(lm, host + e->offset, sizeof(real_t) * e->numel);
+                free(lm);
+                if (rrc) goto done;
+            }
+            if (!same) {
+                pt_set_error("%s: lm_head.weight differs from model.embed_tokens.weight but config.json has "
+                             "tie_word_embeddings true; set tie_word_embeddings to false to train them untied",
+                             f->path);
+                goto done;
+            }
+        }
+    }
     // Unknown tensors are reported (as transformers does) but not fatal.
     for (int k = 0; k < s.n; k++)
         for (int j = 0; j < s.files[k].num_tensors; j++) {
@@ -158,6 +190,62 @@ int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be) {
     return 0;
 }
 
+// A weight file of an HF save: model.safetensors, its index, or a shard
+// model-NNNNN-of-NNNNN.safetensors (the names transformers' save_pretrained
+// also treats as its own when it cleans a directory).
+static bool is_weight_file(const char *name) {
+    if (!strcmp(name, "model.safetensors") || !strcmp(name, "model.safetensors.index.json")) return true;
+    if (strlen(name) != strlen("model-00001-of-00002.safetensors") || strncmp(name, "model-", 6) ||
+        strncmp(name + 11, "-of-", 4) || strcmp(name + 20, ".safetensors"))
+        return false;
+    for (int i = 0; i < 5; i++)
+        if (!isdigit((unsigned char)name[6 + i]) || !isdigit((unsigned char)name[15 + i])) return false;
+    return true;
+}
+
+// Removes a staging directory and the plain files in it.
+static void remove_staging(const char *stage) {
+    DIR *d = opendir(stage);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char *p = pt_path_join(stage, e->d_name);
+            unlink(p);
+            free(p);
+        }
+        closedir(d);
+    }
+    rmdir(stage);
+}
+
+// Removes weight files of an earlier save that this save did not write
+// (written[0..n)), so no loader picks up a stale model.safetensors next to a
+// new sharded index, or stale shards next to a new single file.
+static int remove_stale_weights(const char *dir, char **written, int n) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        pt_set_error("%s: cannot list directory: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_weight_file(e->d_name)) continue;
+        bool ours = false;
+        for (int i = 0; i < n && !ours; i++) ours = !strcmp(written[i], e->d_name);
+        if (ours) continue;
+        char *p = pt_path_join(dir, e->d_name);
+        if (unlink(p) != 0 && errno != ENOENT) {
+            pt_set_error("%s: cannot remove stale weight file: %s", p, strerror(errno));
+            rc = -1;
+        }
+        free(p);
+    }
+    closedir(d);
+    return rc;
+}
+
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes) {
     const bool bf16 = dtype && !strcmp(dtype, "bfloat16");
     if (dtype && !bf16 && strcmp(dtype, "float32") != 0) {
@@ -165,6 +253,16 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         return -1;
     }
     if (pt_mkdir_p(dir) != 0) return -1;
+    // The new weight files are written into a staging directory inside DIR and
+    // renamed into place only once all of them are complete; stale files of an
+    // earlier save are removed last. A save that fails midway (ENOSPC, a crash)
+    // leaves the earlier save loadable.
+    char *stage = pt_path_join(dir, ".portatrain-save.tmpXXXXXX");
+    if (!mkdtemp(stage)) {
+        pt_set_error("%s: cannot create staging directory: %s", dir, strerror(errno));
+        free(stage);
+        return -1;
+    }
     real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
     m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
     const size_t es = bf16 ? 2 : 4;
@@ -204,6 +302,8 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         wm = cJSON_AddObjectToObject(index, "weight_map");
     }
     st_write_tensor *wt = pt_calloc(nt, sizeof(st_write_tensor));
+    char **written = pt_calloc(nshards + 1, sizeof(char *));  // file names, index last
+    int nwritten = 0;
     const char *meta_kv[] = {"format", "pt"};
     for (int s = 0; s < nshards && !rc; s++) {
         int n = 0;
@@ -221,17 +321,32 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         char fname[64];
         if (nshards == 1) snprintf(fname, sizeof fname, "model.safetensors");
         else snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, nshards);
-        char *path = pt_path_join(dir, fname);
+        char *path = pt_path_join(stage, fname);
         rc = st_write(path, wt, n, meta_kv, 1);
         free(path);
+        written[nwritten++] = pt_strdup(fname);
         if (wm)
             for (int i = 0; i < n; i++) cJSON_AddStringToObject(wm, wt[i].name, fname);
     }
     if (!rc && index) {
-        char *ip = pt_path_join(dir, "model.safetensors.index.json");
+        char *ip = pt_path_join(stage, "model.safetensors.index.json");
         rc = pt_json_write_file(ip, index);
         free(ip);
+        written[nwritten++] = pt_strdup("model.safetensors.index.json");
     }
+    // Shards first, the index (or the single file) last: a loader that looks
+    // in between still finds a complete old or new set.
+    for (int i = 0; i < nwritten && !rc; i++) {
+        char *from = pt_path_join(stage, written[i]), *to = pt_path_join(dir, written[i]);
+        if (rename(from, to) != 0) {
+            pt_set_error("%s: cannot move into place: %s", to, strerror(errno));
+            rc = -1;
+        }
+        free(from);
+        free(to);
+    }
+    remove_staging(stage);
+    free(stage);
     cJSON_Delete(index);
     free(wt);
     free(shard_of);
@@ -241,5 +356,9 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         rc = qwen3_config_save(&m->cfg, cp, bf16 ? "bfloat16" : "float32");
         free(cp);
     }
+    if (!rc) rc = remove_stale_weights(dir, written, nwritten);
+    if (!rc) rc = pt_fsync_dir(dir);
+    for (int i = 0; i < nwritten; i++) free(written[i]);
+    free(written);
     return rc;
 }

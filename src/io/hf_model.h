@@ -5,11 +5,14 @@
 
 // Reads DIR/config.json, creates the model on `be` and loads its weights
 // (F32/BF16/F16/F64, converted to fp32). lm_head.weight may be absent when
-// tied (and is ignored if present). Shapes are checked against the config.
+// tied (and must then equal model.embed_tokens.weight if present). Shapes are
+// checked against the config.
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be);
 // Loads weights from a model dir into an existing model (same config).
 int hf_model_load_weights(qwen3_model *m, const char *dir);
 // Writes DIR/config.json and the weights (dtype "float32" or "bfloat16"),
 // sharded into model-0000K-of-0000N.safetensors + index when the weights
-// exceed max_shard_bytes (0: never shard).
+// exceed max_shard_bytes (0: never shard). The new files are written in a
+// staging directory and moved into place; weight files of an earlier save
+// that this one did not write are then removed (as save_pretrained does).
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes);

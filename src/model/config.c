@@ -73,7 +73,7 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
     c->rms_norm_eps = 1e-6;
     c->initializer_range = 0.02;
     c->rope_theta = 10000.0;
-    c->bos_token_id = c->eos_token_id = -1;
+    c->bos_token_id = c->eos_token_id = c->pad_token_id = -1;
     c->tie_word_embeddings = false;  // Qwen3Config's default
     if (get_int_field(root, "vocab_size", &c->vocab_size, true, what) ||
         get_int_field(root, "hidden_size", &c->hidden_size, true, what) ||
@@ -82,11 +82,36 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
         get_int_field(root, "num_attention_heads", &c->num_attention_heads, true, what) ||
         get_int_field(root, "max_position_embeddings", &c->max_position_embeddings, false, what) ||
         get_int_field(root, "bos_token_id", &c->bos_token_id, false, what) ||
-        get_int_field(root, "eos_token_id", &c->eos_token_id, false, what))
+        get_int_field(root, "pad_token_id", &c->pad_token_id, false, what))
         goto done;
+    // eos_token_id: an integer or a list of them (Qwen3 instruct models list
+    // <|im_end|> and <|endoftext|>); the first is the one used as a single id.
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    if (cJSON_IsArray(eos)) {
+        const int n = cJSON_GetArraySize(eos);
+        if (n < 1 || n > QWEN3_MAX_EOS_IDS) {
+            pt_set_error("%s: field \"eos_token_id\" must be an integer or a list of 1 to %d integers", what,
+                         QWEN3_MAX_EOS_IDS);
+            goto done;
+        }
+        const cJSON *it;
+        cJSON_ArrayForEach(it, eos) {
+            double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+            if (!(v >= 0 && v <= (1 << 30) && v == (double)(int)v)) {
+                pt_set_error("%s: field \"eos_token_id\" list must hold non-negative integers", what);
+                goto done;
+            }
+            c->eos_token_ids[c->num_eos_token_ids++] = (int)v;
+        }
+        c->eos_token_id = c->eos_token_ids[0];
+    } else if (get_int_field(root, "eos_token_id", &c->eos_token_id, false, what)) {
+        goto done;
+    }
     c->num_key_value_heads = c->num_attention_heads;
     if (get_int_field(root, "num_key_value_heads", &c->num_key_value_heads, false, what)) goto done;
-    c->head_dim = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    // Qwen3Config's default (transformers 5.25), not hidden_size / heads: the
+    // same config.json must describe the same model in both.
+    c->head_dim = 128;
     if (get_int_field(root, "head_dim", &c->head_dim, false, what)) goto done;
     if (pt_json_get_double(root, "rms_norm_eps", &c->rms_norm_eps, what) < 0 ||
         pt_json_get_double(root, "initializer_range", &c->initializer_range, what) < 0 ||
@@ -126,8 +151,9 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
     }
     const char *act = NULL;
     if (pt_json_get_string(root, "hidden_act", &act, what) < 0) goto done;
-    if (act && strcmp(act, "silu") != 0) {
-        pt_set_error("%s: hidden_act \"%s\" is not supported (only \"silu\")", what, act);
+    // transformers' ACT2FN maps "swish" to the same SiLU as "silu"
+    if (act && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0) {
+        pt_set_error("%s: hidden_act \"%s\" is not supported (only \"silu\" / \"swish\")", what, act);
         goto done;
     }
     rc = qwen3_config_validate(c, what);
@@ -152,7 +178,12 @@ cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON_AddBoolToObject(r, "attention_bias", 0);
     cJSON_AddNumberToObject(r, "attention_dropout", 0.0);
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(r, "bos_token_id", c->bos_token_id);
-    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(r, "eos_token_id", c->eos_token_id);
+    if (c->num_eos_token_ids > 0) {
+        cJSON *ids = cJSON_AddArrayToObject(r, "eos_token_id");
+        for (int i = 0; i < c->num_eos_token_ids; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(c->eos_token_ids[i]));
+    } else if (c->eos_token_id >= 0) {
+        cJSON_AddNumberToObject(r, "eos_token_id", c->eos_token_id);
+    }
     cJSON_AddNumberToObject(r, "head_dim", c->head_dim);
     cJSON_AddStringToObject(r, "hidden_act", "silu");
     cJSON_AddNumberToObject(r, "hidden_size", c->hidden_size);
@@ -163,6 +194,7 @@ cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON_AddNumberToObject(r, "num_attention_heads", c->num_attention_heads);
     cJSON_AddNumberToObject(r, "num_hidden_layers", c->num_hidden_layers);
     cJSON_AddNumberToObject(r, "num_key_value_heads", c->num_key_value_heads);
+    if (c->pad_token_id >= 0) cJSON_AddNumberToObject(r, "pad_token_id", c->pad_token_id);
     cJSON_AddNumberToObject(r, "rms_norm_eps", c->rms_norm_eps);
     cJSON_AddNullToObject(r, "rope_scaling");
     cJSON_AddNumberToObject(r, "rope_theta", c->rope_theta);

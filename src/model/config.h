@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define QWEN3_MAX_EOS_IDS 16
+
 typedef struct {
     int vocab_size;
     int hidden_size;          // C
@@ -17,11 +19,16 @@ typedef struct {
     double rope_theta;
     double initializer_range;
     bool tie_word_embeddings;
-    int bos_token_id, eos_token_id;  // -1 when absent
+    int bos_token_id, eos_token_id;  // -1 when absent; eos_token_id: the first id of a list
+    int pad_token_id;                // -1 when absent
+    // eos_token_id given as a list (HF allows int or list): kept to write it back unchanged
+    int num_eos_token_ids;           // 0 when eos_token_id is absent or an integer
+    int eos_token_ids[QWEN3_MAX_EOS_IDS];
 } qwen3_config;
 
 // Parses an HF config.json (model_type "qwen3"); accepts `rope_theta` or the
-// newer `rope_parameters` form; head_dim defaults to hidden/heads. Refuses
+// newer `rope_parameters` form; head_dim defaults to 128 (as
+// transformers' Qwen3Config, not hidden/heads). Refuses
 // features this trainer does not implement (bias, sliding window, non-default
 // RoPE) with an error naming the file and field.
 int qwen3_config_load(qwen3_config *cfg, const char *path);

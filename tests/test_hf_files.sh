@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# HF model directories written and read by portatrain (src/io/hf_model.c, src/cli/cmd_export.c,
+# src/cli/cmd_ckpt.c, src/model/config.c): 1. a save into a directory holding an earlier save leaves only
+# the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export copies
+# every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
+# (export error, ckpt verify); 4. tied config + differing lm_head.weight refused; 5. head_dim defaults to
+# 128; 6. eos_token_id lists, hidden_act swish and pad_token_id.
+set -u
+B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+. "$S/tests/cli_check.sh"
+fail=0
+expect() {  # description, then a test expression evaluated by the shell
+    if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
+}
+F=$S/tests/fixtures/golden/tied
+loss() { "$B" eval --model "$1" --data "$F/data.bin" --seq-len 16 --max-batches 2 2>/dev/null | sed 's/.*"loss": *\([^,]*\),.*/\1/'; }
+"$B" train --model "$F" --data "$F/data.bin" --output-dir "$T/run" --max-steps 2 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --learning-rate 1e-2 --quiet >"$T/train.log" 2>&1 || { cat "$T/train.log"; exit 1; }
+C1=$T/run/checkpoint-1; C2=$T/run/checkpoint-2
+"$B" export --checkpoint "$C1" --output-dir "$T/ref1" 2>/dev/null || exit 1
+"$B" export --checkpoint "$C2" --output-dir "$T/ref2" 2>/dev/null || exit 1
+L1=$(loss "$T/ref1"); L2=$(loss "$T/ref2")
+expect "the two checkpoints differ ($L1 vs $L2)" '[ -n "$L1" ] && [ "$L1" != "$L2" ]'
+
+# --- 1. stale weight files of an earlier save are removed ---
+X=$T/x
+check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X"
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$X" --max-shard-size 20000
+expect "unsharded -> sharded: stale model.safetensors removed" '[ ! -e "$X/model.safetensors" ] && [ -e "$X/model.safetensors.index.json" ]'
+expect "unsharded -> sharded: the new weights load ($(loss "$X") = $L2)" '[ "$(loss "$X")" = "$L2" ]'
+n20=$(ls "$X" | grep -c -- '-of-00020\.safetensors$')
+check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X" --max-shard-size 40000
+expect "sharded -> sharded: only the new shards remain ($n20 old)" \
+    '[ "$n20" -gt 0 ] && ! ls "$X" | grep -q -- "-of-00020\.safetensors$" && ls "$X" | grep -q -- "-00001-of-"'
+expect "sharded -> sharded: the new weights load" '[ "$(loss "$X")" = "$L1" ]'
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$X"
+expect "sharded -> unsharded: stale index and shards removed" \
+    '[ -e "$X/model.safetensors" ] && [ -z "$(ls "$X" | grep -e "-of-" -e "index.json")" ]'
+expect "sharded -> unsharded: the new weights load" '[ "$(loss "$X")" = "$L2" ]'
+expect "no staging directory left behind" '[ -z "$(ls -A "$X" | grep tmp)" ]'
+# init into a directory holding a sharded export: the init weights are the ones loaded
+"$B" export --checkpoint "$C2" --output-dir "$T/i" --max-shard-size 20000 2>/dev/null
+check 0 "" -- "$B" init --config "$F/config.json" --output-dir "$T/i" --seed 1
+expect "init over a sharded dir: stale index and shards removed" '[ -z "$(ls "$T/i" | grep -e "-of-" -e "index.json")" ]'
+# other files in the directory are kept
+expect "other files kept" 'touch "$T/i/README.md" "$T/i/model-notes.safetensors"; "$B" export --checkpoint "$C1" --output-dir "$T/i" >/dev/null 2>&1 && [ -e "$T/i/README.md" ] && [ -e "$T/i/model-notes.safetensors" ]'
+
+# --- 2. export copies every tokenizer / generation sidecar of the source model dir ---
+M=$T/src; mkdir -p "$M"; cp "$F/config.json" "$F/model.safetensors" "$F/generation_config.json" "$M/"
+SIDE="tokenizer.json tokenizer_config.json special_tokens_map.json chat_template.jinja generation_config.json vocab.json merges.txt added_tokens.json"
+for f in $SIDE; do [ -e "$M/$f" ] || echo "{\"sidecar\": \"$f\"}" >"$M/$f"; done
+"$B" train --model "$M" --data "$F/data.bin" --output-dir "$T/srun" --max-steps 1 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet >"$T/train.log" 2>&1 || { cat "$T/train.log"; exit 1; }
+check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side"
+ok=1; for f in $SIDE; do cmp -s "$M/$f" "$T/side/$f" || { echo "  not copied: $f"; ok=0; }; done
+expect "every sidecar copied from the run's model dir" '[ $ok = 1 ]'
+rm "$M/vocab.json" "$M/merges.txt"
+check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side2"
+expect "only the sidecars present are copied" '[ ! -e "$T/side2/vocab.json" ] && [ ! -e "$T/side2/merges.txt" ] && [ -e "$T/side2/chat_template.jinja" ]'
+mv "$M" "$T/src-moved"
+check 0 "source model directory $M not found; no tokenizer or generation files copied" -- \
+    "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side3"
+check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side4" --tokenizer "$T/src-moved"
+expect "--tokenizer DIR: sidecars copied from it" 'cmp -s "$T/src-moved/chat_template.jinja" "$T/side4/chat_template.jinja"'
+
+# --- 3. checkpoints without a model config, or lacking a tensor the config requires ---
+mut() {  # mut NAME PYTHON: a copy of checkpoint-1 whose checkpoint.json d is edited by PYTHON
+    cp -r "$C1" "$T/$1"
+    python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); $2; json.dump(d, open(p, 'w'))" "$T/$1/checkpoint.json"
+}
+mut nocfg "del d['state']['model_config']"
+check 1 "portatrain: error: $T/nocfg/checkpoint.json: state.model_config is missing" -- \
+    "$B" export --checkpoint "$T/nocfg" --output-dir "$T/e1"
+expect "no 'unknown error'" '! grep -q "unknown error" "$T/out"'
+check 0 "not resumable or exportable: checkpoint.json has no state.model_config" -- "$B" ckpt verify "$T/nocfg"
+mut nostate "d['state'] = {'model_config': d['state']['model_config']}"
+check 0 "exportable but not resumable: checkpoint.json has no training state" -- "$B" ckpt verify "$T/nostate"
+mut droptensor "del d['tensors']['model/model.layers.1.mlp.up_proj.weight']"
+check 1 'portatrain: error: .*tensor "model/model.layers.1.mlp.up_proj.weight" that state.model_config requires is missing' -- \
+    "$B" ckpt verify "$T/droptensor"
+mut dropmoment "del d['tensors']['optim/exp_avg_sq/model.norm.weight']"
+check 1 'tensor "optim/exp_avg_sq/model.norm.weight" that state.model_config requires is missing' -- \
+    "$B" ckpt verify "$T/dropmoment"
+mut morelayers "d['state']['model_config']['num_hidden_layers'] = 3"
+check 1 'tensor "model/model.layers.2.input_layernorm.weight" that state.model_config requires is missing' -- \
+    "$B" ckpt verify "$T/morelayers"
+check 0 "tensors of state.model_config verified" -- "$B" ckpt verify "$C1"
+check 0 '"save_s_median"' -- "$B" ckpt bench --config "$F/config.json" --output-dir "$T/bench" --reps 1
+check 0 "not resumable or exportable" -- "$B" ckpt verify "$T/bench"
+
+# --- 4. tied config with an lm_head.weight in the file: equal is accepted, different refused ---
+with_lm_head() {  # with_lm_head DIR FLIP: the tied fixture plus lm_head.weight = embed_tokens (one byte flipped if FLIP=1)
+    mkdir -p "$1"; cp "$F/config.json" "$1/"
+    python3 - "$F/model.safetensors" "$1/model.safetensors" "$2" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+e = hdr["model.embed_tokens.weight"]; b, en = e["data_offsets"]
+lm = bytearray(data[b:en])
+if sys.argv[3] == "1": lm[5] ^= 0x01
+hdr["lm_head.weight"] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(data), len(data) + len(lm)]}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data + bytes(lm))
+PY
+}
+with_lm_head "$T/tied_eq" 0; with_lm_head "$T/tied_ne" 1
+L0=$(loss "$F")
+expect "tied, lm_head.weight equal to embed_tokens: accepted, same loss" '[ -n "$L0" ] && [ "$(loss "$T/tied_eq")" = "$L0" ]'
+check 0 '"loss"' -- "$B" eval --model "$T/tied_eq" --data "$F/data.bin" --seq-len 16 --max-batches 1
+expect "  without a warning" '! grep -q "warning" "$T/out"'
+check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true; set tie_word_embeddings to false" -- \
+    "$B" eval --model "$T/tied_ne" --data "$F/data.bin" --seq-len 16 --max-batches 1
+
+# --- 5. a config.json without head_dim: 128, Qwen3Config's default (not hidden_size / heads = 16) ---
+mkdir -p "$T/nohd"
+cat >"$T/nohd/config.json" <<'EOF'
+{"model_type": "qwen3", "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": true}
+EOF
+check 0 "" -- "$B" init --config "$T/nohd/config.json" --output-dir "$T/nohd/m"
+jcheck "$T/nohd/m/config.json" 'r["head_dim"] == 128' "head_dim absent -> 128 written"
+python3 - "$T/nohd/m/model.safetensors" >"$T/shape" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+print(json.loads(raw[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]["shape"])
+PY
+expect "q_proj is [heads*128, hidden]" '[ "$(cat "$T/shape")" = "[512, 64]" ]'
+
+# --- 6. eos_token_id as a list, hidden_act "swish" (= silu in transformers' ACT2FN), pad_token_id: accepted and kept ---
+mkdir -p "$T/ids"
+python3 - "$F/config.json" "$T/ids/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(eos_token_id=[5, 6], pad_token_id=3, bos_token_id=4, hidden_act="swish")
+json.dump(c, open(sys.argv[2], "w"))
+PY
+check 0 "" -- "$B" init --config "$T/ids/config.json" --output-dir "$T/ids/m"
+jcheck "$T/ids/m/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"] == 3 and r["bos_token_id"] == 4' \
+    "init keeps the eos_token_id list and pad_token_id"
+"$B" train --model "$T/ids/m" --data "$F/data.bin" --output-dir "$T/ids/run" --max-steps 1 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet >"$T/train.log" 2>&1 || { echo "FAIL: train"; cat "$T/train.log"; fail=1; }
+check 0 "exported" -- "$B" export --checkpoint "$T/ids/run/checkpoint-1" --output-dir "$T/ids/exp"
+jcheck "$T/ids/exp/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"] == 3 and r["hidden_act"] == "silu"' \
+    "export keeps the eos_token_id list and pad_token_id"
+python3 - "$F/config.json" "$T/ids/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c.update(eos_token_id=7, pad_token_id=None); json.dump(c, open(sys.argv[2], "w"))
+PY
+check 0 "" -- "$B" init --config "$T/ids/config.json" --output-dir "$T/ids/m2"
+jcheck "$T/ids/m2/config.json" 'r["eos_token_id"] == 7 and "pad_token_id" not in r' "an integer eos_token_id stays an integer"
+for bad in '"eos_token_id": []' '"eos_token_id": [1, "x"]' '"hidden_act": "gelu"'; do
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(json.loads('{'+sys.argv[3]+'}')); json.dump(c, open(sys.argv[2],'w'))" \
+        "$F/config.json" "$T/ids/bad.json" "$bad"
+    check 1 "portatrain: error: $T/ids/bad.json: " -- "$B" init --config "$T/ids/bad.json" --output-dir "$T/ids/bad"
+done
+
+exit $fail
