@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A failed command must not delete what an earlier one wrote: a tokenize that
 # fails keeps the dataset already in its --output-dir (before or after it wrote
-# shards of its own), and leaves none of its temporaries behind.
+# shards of its own), and leaves none of its temporaries behind; accept refuses
+# a --baseline-run inside its --output-dir (it would empty it before reading).
 set -u
 B="${PORTATRAIN:?PORTATRAIN must name the portatrain binary}"
 SHARED="${PT_SHARED_DIR:-$(dirname "$0")/../../shared}"
@@ -39,4 +40,16 @@ jcheck "$T/ds/dataset.json" 'r["inputs"][0]["path"].endswith("new.jsonl") and r[
     "the new index describes the new corpus"
 jcheck "$T/ds/dataset.json" 'all(__import__("hashlib").sha256(open(sys.argv[1][:-12] + s["file"], "rb").read()[1024:]).hexdigest() == s["sha256"] for s in r["shards"])' \
     "every shard's body matches the new index's sha256"
+
+# accept: refused before anything runs (in $T, where the default demo data is absent, so a
+# missed refusal cannot start training either).
+mkdir -p "$T/acc/baseline/sub"
+echo '{"step": 1, "loss": 1.0}' > "$T/acc/baseline/metrics.jsonl"
+cp "$T/acc/baseline/metrics.jsonl" "$T/acc/baseline/sub/"
+snap "$T/acc" > "$T/acc.snap"
+for src in "$T/acc/baseline" "$T/acc/baseline/sub" "$T/acc/./baseline/../baseline"; do
+    check 2 "baseline-run .*: lies inside --output-dir" -- \
+        bash -c 'cd "$1" && "$2" accept --baseline cpu-ref --candidate cpu --baseline-run "$3" --output-dir "$1/acc"' _ "$T" "$B" "$src"
+done
+same "$T/acc" "$T/acc.snap" "the recorded baseline survives"
 exit $fail
