@@ -69,5 +69,28 @@ int main(void) {
         CHECK(strstr(m, "not measured"), "empty md");
     }
     free(h); free(m);
+    // `portatrain report` refuses a file that is not an accept report (the renderer alone takes any object).
+    const char *bad[][2] = {{"{}", "no \"version\" field"},
+                            {"[1,2]", "not a JSON object"},
+                            {"{\"version\": 2, \"verdict\": \"ACCEPTED\", \"reasons\": []}", "only version 1"},
+                            {"{\"version\": 1, \"reasons\": []}", "\"verdict\": missing"},
+                            {"{\"version\": 1, \"verdict\": \"ACCEPTED\"}", "\"reasons\": missing"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *j = cJSON_Parse(bad[i][0]);
+        CHECK(j && pt_report_check(j, "x/report.json") != 0 && strstr(pt_last_error(), "x/report.json: ") &&
+                  strstr(pt_last_error(), bad[i][1]),
+              "%s refused naming '%s' (got '%s')", bad[i][0], bad[i][1], pt_last_error());
+        cJSON_Delete(j);
+    }
+    const char *good[] = {"accepted.json", "rejected.json"};
+    for (size_t i = 0; i < 2; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/fixtures/report/%s", good[i]);
+        char *path = test_source_path(rel);
+        cJSON *r = pt_json_parse_file(path);
+        CHECK(r && pt_report_check(r, path) == 0, "%s passes the check: %s", good[i], pt_last_error());
+        cJSON_Delete(r);
+        free(path);
+    }
     return test_summary("test_report");
 }

@@ -64,6 +64,17 @@ check "--lines: one document per non-empty line" test "$(body_ids "$T/lines/shar
 printf '{"body": "Third."}\n' > "$T/c.jsonl"
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/field" --text-field body --quiet "$T/c.jsonl"
 check "--text-field" test "$(body_ids "$T/field/shard-00000.bin")" = "36975 13 151643"
+# \u0000 inside the text keeps the rest of the document (cJSON's strings stop at a NUL): escaped quotes and
+# backslashes, a surrogate pair, the same field name nested and a NUL in another field are decoded around it.
+# Ids from HF tokenizers 0.23.3 on Python's json.loads of each line.
+cat > "$T/nul.jsonl" <<'JSONL'
+{"id": "x\u0000", "meta": {"a": [1, "}\"", {"text": "no"}]}, "text": "a\u0000b \u0000\u0000 c\ud83d\ude00 \"q\\u0000 end\u0000"}
+{"text": "\u0000"}
+{"text": "x\u0000y"}
+JSONL
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/nul" --quiet "$T/nul.jsonl"
+check "\\u0000 keeps the rest of the document" test "$(body_ids "$T/nul/shard-00000.bin")" = \
+  "64 188 65 220 188 188 272 141334 330 80 3770 15 15 15 15 835 188 151643 188 151643 87 188 88 151643"
 
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {

@@ -29,6 +29,10 @@ int cmd_report(int argc, char **argv) {
     char *path = pt_path_join(dir, "report.json");
     if (!path) { pt_set_error("out of memory"); return cli_fail(); }
     cJSON *r = pt_json_parse_file(path);
+    if (r && pt_report_check(r, path) != 0) {
+        cJSON_Delete(r);
+        r = NULL;
+    }
     free(path);
     if (!r) return cli_fail();
     int rc = pt_report_render(r, out ? out : dir);

@@ -18,6 +18,8 @@ struct pt_corpus_reader {
     size_t cap;
     uint64_t line_no, bytes, docs;
     cJSON *json;  // the current jsonl document's tree
+    char *doc;    // the document decoded again when it holds a NUL (raw_field_value)
+    size_t doc_cap;
     pt_sha256 *sha;
     char hex[65];
     bool done;
@@ -83,6 +85,128 @@ static int next_line(pt_corpus_reader *r, size_t *len) {
     return 1;
 }
 
+// ---- cJSON keeps no string length: a "\u0000" in the text would cut the
+// document at its first NUL. Lines that contain the escape have the field's
+// value decoded again here, from the raw line cJSON has already validated
+// (so quotes close, escapes are complete and surrogates come in pairs).
+
+static uint32_t hex4(const char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v = v << 4 | (uint32_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+static size_t put_utf8(char *out, uint32_t cp) {
+    char b[4];
+    size_t n;
+    if (cp < 0x80) { b[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { b[0] = (char)(0xC0 | cp >> 6); b[1] = (char)(0x80 | (cp & 63)); n = 2; }
+    else if (cp < 0x10000) {
+        b[0] = (char)(0xE0 | cp >> 12); b[1] = (char)(0x80 | (cp >> 6 & 63)); b[2] = (char)(0x80 | (cp & 63)); n = 3;
+    } else {
+        b[0] = (char)(0xF0 | cp >> 18); b[1] = (char)(0x80 | (cp >> 12 & 63));
+        b[2] = (char)(0x80 | (cp >> 6 & 63)); b[3] = (char)(0x80 | (cp & 63)); n = 4;
+    }
+    if (out) memcpy(out, b, n);
+    return n;
+}
+
+// The JSON string whose opening quote is at p: its decoded length, the bytes
+// into out unless NULL; *end just past the closing quote.
+static size_t json_string(const char *p, const char **end, char *out) {
+    size_t k = 0;
+    for (p++; *p != '"';) {
+        unsigned char c = (unsigned char)*p++;
+        if (c != '\\') {
+            if (out) out[k] = (char)c;
+            k++;
+            continue;
+        }
+        uint32_t cp = (unsigned char)*p++;
+        switch (cp) {
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u':
+            cp = hex4(p);
+            p += 4;
+            if (cp >= 0xD800 && cp < 0xDC00 && p[0] == '\\' && p[1] == 'u') {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(p + 2) - 0xDC00);
+                p += 6;
+            }
+            break;
+        default: break;  // \" \\ \/
+        }
+        k += put_utf8(out ? out + k : NULL, cp);
+    }
+    *end = p + 1;
+    return k;
+}
+
+static const char *skip_ws(const char *p, const char *e) {
+    while (p < e && (unsigned char)*p <= 32) p++;  // cJSON's notion of whitespace
+    return p;
+}
+
+// Past one value (scalar, string, object or array) starting at p.
+static const char *skip_value(const char *p, const char *e) {
+    int depth = 0;
+    while (p < e) {
+        if (*p == '"') {
+            json_string(p, &p, NULL);
+            if (depth == 0) return p;
+            continue;
+        }
+        if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') {
+            if (depth == 0) return p;
+            if (--depth == 0) return p + 1;
+        } else if (*p == ',' && depth == 0) return p;
+        p++;
+    }
+    return p;
+}
+
+// The raw value of the first top-level member named field (cJSON's lookup
+// also takes the first), NULL if not found.
+static const char *raw_field_value(const char *buf, size_t n, const char *field) {
+    const char *p = buf, *e = buf + n, *q;
+    if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
+    p = skip_ws(p, e);
+    if (p >= e || *p++ != '{') return NULL;
+    size_t flen = strlen(field);
+    for (;;) {
+        p = skip_ws(p, e);
+        if (p >= e || *p != '"') return NULL;
+        size_t klen = json_string(p, &q, NULL);
+        bool match = false;
+        if (klen == flen) {
+            char *key = pt_malloc(klen + 1);
+            json_string(p, &q, key);
+            match = memcmp(key, field, flen) == 0;
+            free(key);
+        }
+        p = skip_ws(q, e);
+        if (p >= e || *p++ != ':') return NULL;
+        p = skip_ws(p, e);
+        if (match) return p;
+        p = skip_ws(skip_value(p, e), e);
+        if (p >= e || *p++ != ',') return NULL;
+    }
+}
+
+// "\u0000" anywhere in the line (an escaped backslash before it only costs the slow path).
+static bool has_nul_escape(const char *buf, size_t n) {
+    for (size_t i = 0; i + 6 <= n; i++)
+        if (buf[i] == '\\' && memcmp(buf + i + 1, "u0000", 5) == 0) return true;
+    return false;
+}
+
 static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
     for (;;) {
         size_t n;
@@ -123,8 +247,24 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
             return -1;
         }
         size_t m = strlen(v->valuestring);
-        if (m == 0) continue;
         *text = v->valuestring;
+        if (has_nul_escape(r->buf, n)) {
+            const char *raw = raw_field_value(r->buf, n, r->field), *q;
+            if (!raw || *raw != '"') {
+                pt_set_error("%s:%llu: cannot find field \"%s\" again to keep its \\u0000", r->path,
+                             (unsigned long long)r->line_no, r->field);
+                return -1;
+            }
+            m = json_string(raw, &q, NULL);
+            if (m + 1 > r->doc_cap) {
+                r->doc_cap = m + 1;
+                r->doc = pt_realloc(r->doc, r->doc_cap);
+            }
+            json_string(raw, &q, r->doc);
+            r->doc[m] = 0;
+            *text = r->doc;
+        }
+        if (m == 0) continue;
         *len = m;
         return 1;
     }
@@ -190,6 +330,7 @@ void pt_corpus_close(pt_corpus_reader *r) {
         pt_sha256_final_hex(r->sha, tmp);
     }
     free(r->buf);
+    free(r->doc);
     free(r->field);
     free(r->path);
     free(r);

@@ -430,6 +430,7 @@ struct pt_dataset_writer {
     int64_t eos;
     pt_dataset ds;  // shards completed so far + inputs
     int shard_cap, input_cap;
+    int renamed;  // shards [0, renamed) already moved to their final names
     pt_shard_writer *cur;
     uint64_t cur_docs;
     uint64_t tokens, docs;
@@ -446,16 +447,9 @@ pt_dataset_writer *pt_dataset_writer_open(const char *dir, const char *prefix, u
         return NULL;
     }
     if (pt_mkdir_p(dir) != 0) return NULL;
-    // The index is written last, so its presence means "complete": drop a
-    // stale one first, so an interrupted run never leaves an old index that
-    // points at overwritten shards.
-    char *index = pt_path_join(dir, PT_DATASET_INDEX);
-    if (unlink(index) != 0 && errno != ENOENT) {
-        pt_set_error("%s: cannot remove the old index: %s", index, strerror(errno));
-        free(index);
-        return NULL;
-    }
-    free(index);
+    // A dataset already in dir stays untouched (and readable) until finish:
+    // shards are written under hidden temporary names and only renamed over
+    // the old ones once every document is in (docs/DATA.md).
     pt_dataset_writer *w = pt_calloc(1, sizeof *w);
     w->dir = pt_strdup(dir);
     w->prefix = pt_strdup(prefix && *prefix ? prefix : "shard");
@@ -489,12 +483,14 @@ static int dw_open_shard(pt_dataset_writer *w) {
         w->shard_cap = w->shard_cap ? 2 * w->shard_cap : 8;
         w->ds.shards = pt_realloc(w->ds.shards, (size_t)w->shard_cap * sizeof *w->ds.shards);
     }
-    char name[256];
+    char name[256], tmp[300];
     snprintf(name, sizeof name, "%s-%05d.bin", w->prefix, w->ds.num_shards);
+    // Leading dot and no .bin suffix: a bare-directory read never picks it up.
+    snprintf(tmp, sizeof tmp, ".%s.partial", name);
     pt_dataset_shard *s = &w->ds.shards[w->ds.num_shards];
     memset(s, 0, sizeof *s);
     s->file = pt_strdup(name);
-    s->path = pt_path_join(w->dir, name);
+    s->path = pt_path_join(w->dir, tmp);  // the final path once finish renames it
     w->ds.num_shards++;
     w->cur = pt_shard_writer_open(s->path, w->vocab, w->have_tok_sha ? w->tok_sha : NULL);
     return w->cur ? 0 : -1;
@@ -545,6 +541,22 @@ int pt_dataset_writer_finish(pt_dataset_writer *w, pt_dataset *out) {
         return -1;
     }
     pt_dataset *d = &w->ds;
+    // Commit: rename the shards over the old dataset's, then replace the index
+    // atomically. An old index read meanwhile names shards whose sha256 no
+    // longer matches, which the loader reports instead of mixing the two.
+    for (int i = 0; i < d->num_shards; i++) {
+        char *final = pt_path_join(w->dir, d->shards[i].file);
+        if (rename(d->shards[i].path, final) != 0) {
+            pt_set_error("%s: cannot rename to %s: %s", d->shards[i].path, final, strerror(errno));
+            free(final);
+            pt_dataset_writer_abort(w);
+            return -1;
+        }
+        free(d->shards[i].path);
+        d->shards[i].path = final;
+        w->renamed = i + 1;
+    }
+    pt_fsync_dir(w->dir);
     d->dir = pt_strdup(w->dir);
     d->index_path = pt_path_join(w->dir, PT_DATASET_INDEX);
     if (w->have_tok_sha) pt_hex_from_bytes(w->tok_sha, d->tokenizer_sha256);
@@ -569,8 +581,9 @@ int pt_dataset_writer_finish(pt_dataset_writer *w, pt_dataset *out) {
 void pt_dataset_writer_abort(pt_dataset_writer *w) {
     if (!w) return;
     if (w->cur) pt_shard_writer_abort(w->cur);
+    // Only this run's temporaries: the final names may be an old dataset's.
     for (int i = 0; i < w->ds.num_shards; i++)
-        if (w->ds.shards[i].path) unlink(w->ds.shards[i].path);
+        if (i >= w->renamed && w->ds.shards[i].path) unlink(w->ds.shards[i].path);
     pt_dataset_free(&w->ds);
     free(w->dir);
     free(w->prefix);

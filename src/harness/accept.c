@@ -1160,8 +1160,30 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
     return metrics_load(b->dir, &b->m);
 }
 
+// The suite empties OUT/baseline (and the other run directories under OUT)
+// before it reads --baseline-run: a source there would be deleted first.
+static int baseline_inside_output(const pt_accept_opts *o) {
+    char *src = realpath(o->baseline_run, NULL);
+    char *out = realpath(o->output_dir, NULL);  // NULL: OUT does not exist yet, so cannot hold the source
+    int rc = 0;
+    if (src && out) {
+        size_t n = strlen(out);
+        bool inside = strncmp(src, out, n) == 0 && (src[n] == 0 || src[n] == '/' || (n == 1 && out[0] == '/'));
+        if (inside) {
+            pt_set_error("accept: --baseline-run %s: lies inside --output-dir %s, which the suite rewrites "
+                         "(copy the run elsewhere first)",
+                         o->baseline_run, o->output_dir);
+            rc = -1;
+        }
+    }
+    free(src);
+    free(out);
+    return rc;
+}
+
 static int check_opts(const pt_accept_opts *o) {
     if (!o->output_dir || !*o->output_dir) { pt_set_error("accept: --output-dir is empty"); return -1; }
+    if (o->baseline_run && baseline_inside_output(o) != 0) return -1;
     if (o->steps < 8) { pt_set_error("accept: --steps %ld: at least 8 (checkpoint, kill and final window need room)", o->steps); return -1; }
     if (o->checkpoint_step < 1 || o->checkpoint_step >= o->steps) {
         pt_set_error("accept: --checkpoint-step %ld: must be in [1, %ld)", o->checkpoint_step, o->steps);

@@ -212,6 +212,99 @@ static cJSON *frozen_inputs(const pt_runlog *A, const pt_runlog *B, int *refuse)
     return fi;
 }
 
+static int cmp_l(const void *x, const void *y) {
+    long a = *(const long *)x, b = *(const long *)y;
+    return (a > b) - (a < b);
+}
+
+// Non-finite values fail the comparison under every profile (each tolerance
+// test "rel > tol" is false for NaN): listed under nonfinite.KEY, one reason.
+static int nonfinite_steps(const pt_runlog *R, const char *key, cJSON *nf, cJSON *reasons) {
+    cJSON *arr = cJSON_AddArrayToObject(nf, key);
+    int n = 0;
+    long first = 0;
+    for (int i = 0; i < R->n; i++)
+        if (R->pts[i].nonfinite) {
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)R->pts[i].step));
+            if (n++ == 0 || R->pts[i].step < first) first = R->pts[i].step;
+        }
+    for (int i = 0; i < R->n_skipped; i++) {
+        cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)R->skipped[i]));
+        if (n++ == 0 || R->skipped[i] < first) first = R->skipped[i];
+    }
+    char sk[64] = "";
+    if (R->n_skipped > 0) snprintf(sk, sizeof sk, " (%d logged as skipped)", R->n_skipped);
+    if (n > 0)
+        add_reason(reasons, "%s: non-finite loss or grad norm at %d step%s, first at step %ld%s", R->path, n,
+                   n == 1 ? "" : "s", first, sk);
+    return n > 0;
+}
+
+// Every step R has a line for (curve points and skipped steps), sorted, no repeats.
+static long *logged_steps(const pt_runlog *R, int *n) {
+    long *s = pt_malloc(sizeof(long) * (size_t)(R->n + R->n_skipped + 1));
+    int k = 0;
+    for (int i = 0; i < R->n; i++) s[k++] = R->pts[i].step;
+    for (int i = 0; i < R->n_skipped; i++) s[k++] = R->skipped[i];
+    qsort(s, (size_t)k, sizeof(long), cmp_l);
+    int m = 0;
+    for (int i = 0; i < k; i++)
+        if (m == 0 || s[i] != s[m - 1]) s[m++] = s[i];
+    *n = m;
+    return s;
+}
+
+// How often a log writes a step: its most common interval (1 for a per-step
+// log, logging_steps for HF, log_freq for TorchTitan); 0 with fewer than 2 steps.
+static long usual_interval(const long *s, int n) {
+    if (n < 2) return 0;
+    long *d = pt_malloc(sizeof(long) * (size_t)(n - 1));
+    for (int i = 0; i + 1 < n; i++) d[i] = s[i + 1] - s[i];
+    qsort(d, (size_t)(n - 1), sizeof(long), cmp_l);
+    long best = d[0];
+    int run = 0, best_run = 0;
+    for (int i = 0; i < n - 1; i++) {
+        run = i > 0 && d[i] == d[i - 1] ? run + 1 : 1;
+        if (run > best_run) { best_run = run; best = d[i]; }
+    }
+    free(d);
+    return best;
+}
+
+// Whether a log (steps s[0..n), usual interval u) should have a line for step
+// x that it lacks: x lies in a longer-than-usual gap of it, on its grid.
+static bool should_have(const long *s, int n, long u, long x) {
+    if (u <= 0 || n < 2 || x <= s[0] || x >= s[n - 1]) return false;
+    int lo = 0, hi = n - 1;  // s[lo] < x < s[hi]
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (s[mid] == x) return false;
+        if (s[mid] < x) lo = mid; else hi = mid;
+    }
+    return s[hi] - s[lo] > u && (x - s[lo]) % u == 0;
+}
+
+// Steps the other log has that this one should have logged too: logs with
+// different intervals are compared on their common steps, but a hole in a
+// log's own rhythm (a lost line, a resumed run that did not log) is a reason.
+static int gap_steps(const pt_runlog *X, const long *xs, int xn, const long *ys, int yn, const char *key, cJSON *gaps,
+                     cJSON *reasons) {
+    const long u = usual_interval(xs, xn);
+    int n = 0;
+    long first = 0;
+    for (int i = 0; i < yn; i++)
+        if (should_have(xs, xn, u, ys[i]) && n++ == 0) first = ys[i];
+    cJSON *g = cJSON_AddObjectToObject(gaps, key);
+    cJSON_AddNumberToObject(g, "interval", (double)u);
+    cJSON_AddNumberToObject(g, "missing_steps", n);
+    if (n > 0) {
+        cJSON_AddNumberToObject(g, "first", (double)first);
+        add_reason(reasons, "%s has no line for step %ld (%d such step%s) although it logs every %ld step%s and the other run has it",
+                   X->path, first, n, n == 1 ? "" : "s", u, u == 1 ? "" : "s");
+    } else cJSON_AddNullToObject(g, "first");
+    return n > 0;
+}
+
 int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts *o, cJSON **out) {
     pt_compare_opts d = {0};
     if (!o) o = &d;
@@ -243,21 +336,37 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
             add_reason(reasons, "frozen input %s differs: %s vs %s", cJSON_GetObjectItem(it, "field")->valuestring,
                        cJSON_GetObjectItem(it, "a")->valuestring, cJSON_GetObjectItem(it, "b")->valuestring);
     }
+    cJSON *nf = cJSON_CreateObject();
+    if (nonfinite_steps(&A, "a", nf, reasons)) rejected = 1;
+    if (nonfinite_steps(&B, "b", nf, reasons)) rejected = 1;
+    cJSON *gaps = cJSON_CreateObject();
+    {
+        int na, nb;
+        long *sa = logged_steps(&A, &na), *sb = logged_steps(&B, &nb);
+        if (gap_steps(&A, sa, na, sb, nb, "a", gaps, reasons)) rejected = 1;
+        if (gap_steps(&B, sb, nb, sa, na, "b", gaps, reasons)) rejected = 1;
+        free(sa);
+        free(sb);
+    }
     // Common steps (both logs are sorted by step by the importers' writers; match by step value).
-    int n = 0, ib = 0, missing = 0;
+    // Non-finite points are rejected above and left out of the statistics.
+    int n = 0, ib = 0, missing = 0, b_finite = 0;
+    for (int i = 0; i < B.n; i++) b_finite += !B.pts[i].nonfinite;
     double *rd = malloc(sizeof(double) * (size_t)(A.n + 1)), *la = malloc(sizeof(double) * (size_t)(A.n + 1)),
            *lb = malloc(sizeof(double) * (size_t)(A.n + 1));
     long *st = malloc(sizeof(long) * (size_t)(A.n + 1));
     double g0a = NAN, g0b = NAN;
     for (int i = 0; i < A.n; i++) {
+        if (A.pts[i].nonfinite) continue;
         while (ib < B.n && B.pts[ib].step < A.pts[i].step) ib++;
         if (ib >= B.n || B.pts[ib].step != A.pts[i].step) { missing++; continue; }
+        if (B.pts[ib].nonfinite) continue;  // not a common step, not a missing one either
         if (n == 0) { g0a = A.pts[i].grad_norm; g0b = B.pts[ib].grad_norm; }
         st[n] = A.pts[i].step; la[n] = A.pts[i].loss; lb[n] = B.pts[ib].loss;
         rd[n] = rel(la[n], lb[n]);
         n++;
     }
-    missing += B.n - n;
+    missing += b_finite - n;
     cJSON *s0 = cJSON_CreateObject(), *ps = cJSON_CreateObject(), *fw = cJSON_CreateObject(), *ev = cJSON_CreateObject();
     if (n == 0) {
         add_reason(reasons, "no common steps between %s (%d steps) and %s (%d steps)", run_a, A.n, run_b, B.n);
@@ -342,6 +451,8 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
     cJSON_AddItemToObject(res, "per_step", ps);
     cJSON_AddItemToObject(res, "final_window", fw);
     cJSON_AddItemToObject(res, "eval", ev);
+    cJSON_AddItemToObject(res, "nonfinite", nf);
+    cJSON_AddItemToObject(res, "gaps", gaps);
     free(rd); free(la); free(lb); free(st);
     pt_runlog_free(&A);
     pt_runlog_free(&B);

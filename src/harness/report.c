@@ -523,6 +523,28 @@ static void render(out_t *o, const cJSON *r) {
     fprintf(h, "</body></html>\n");
 }
 
+int pt_report_check(const cJSON *report, const char *path) {
+    if (!cJSON_IsObject(report)) {
+        pt_set_error("%s: not a JSON object (a report.json written by portatrain accept)", path);
+        return -1;
+    }
+    const cJSON *v = get(report, "version");
+    if (!v) { pt_set_error("%s: no \"version\" field (not a report.json written by portatrain accept)", path); return -1; }
+    if (!cJSON_IsNumber(v) || v->valuedouble != 1) {
+        pt_set_error("%s: \"version\": only version 1 is known", path);
+        return -1;
+    }
+    if (!cJSON_IsString(get(report, "verdict"))) {
+        pt_set_error("%s: \"verdict\": missing or not a string", path);
+        return -1;
+    }
+    if (!cJSON_IsArray(get(report, "reasons"))) {
+        pt_set_error("%s: \"reasons\": missing or not an array", path);
+        return -1;
+    }
+    return 0;
+}
+
 int pt_report_render(const cJSON *report, const char *out_dir) {
     if (pt_mkdir_p(out_dir) != 0) return -1;
     char *hp = pt_path_join(out_dir, "report.html"), *mp = pt_path_join(out_dir, "report.md");

@@ -56,6 +56,11 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step");
         const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped"))) {  // --nan-policy skip: no update
+            // Kept apart from the curve, so compare can reject it instead of not seeing the step.
+            if (cJSON_IsNumber(s)) {
+                r->skipped = pt_realloc(r->skipped, sizeof(long) * (size_t)(r->n_skipped + 1));
+                r->skipped[r->n_skipped++] = (long)s->valuedouble;
+            }
             cJSON_Delete(o);
             continue;
         }
@@ -66,7 +71,8 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         double st = num_or_nan(o, "step_time_s");
         if (isnan(st)) st = num_or_nan(o, "step_time");
         pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(o, "grad_norm"),
-                         num_or_nan(o, "tokens"), st};
+                         num_or_nan(o, "tokens"), st, false};
+        p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);  // 1e999 parses as inf
         push(r, &cap, p);
         cJSON_Delete(o);
     }
@@ -98,7 +104,8 @@ static int load_hf(const char *path, pt_runlog *r) {
             cJSON_Delete(root); return -1;
         }
         if (lo) {
-            pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN};
+            pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false};
+            p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);
             push(r, &cap, p);
         }
         i++;
@@ -159,9 +166,10 @@ static int load_torchtitan(const char *path, pt_runlog *r) {
             pt_set_error("%s:%d: a step line without a numeric step/loss", path, line);
             free(text); return -1;
         }
-        if (!field(l, "grad_norm:", &g)) g = NAN;
+        const bool has_g = field(l, "grad_norm:", &g);
+        if (!has_g) g = NAN;
         if (!field(l, "tps:", &tps)) tps = NAN;
-        pt_runpoint p = {(long)s, lo, g, NAN, NAN};
+        pt_runpoint p = {(long)s, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g))};
         push(r, &cap, p);
     }
     free(text);
@@ -224,7 +232,9 @@ static int load_csv(const char *path, pt_runlog *r) {
             pt_set_error("%s:%d: empty step or loss", path, line);
             free(text); return -1;
         }
-        pt_runpoint p = {(long)v[0], v[1], v[2], v[3], v[4]};
+        // An empty grad_norm cell is "not logged"; "nan"/"inf" written there is a non-finite value.
+        bool gn_bad = col[2] >= 0 && *cells[col[2]] && !isfinite(v[2]);
+        pt_runpoint p = {(long)v[0], v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad};
         push(r, &cap, p);
     }
     free(text);
@@ -311,6 +321,7 @@ int pt_runlog_load(const char *path, const char *format, pt_runlog *out) {
 
 void pt_runlog_free(pt_runlog *r) {
     free(r->path);
+    free(r->skipped);
     free(r->pts);
     memset(r, 0, sizeof *r);
 }

@@ -10,6 +10,7 @@ typedef struct {
     double grad_norm;  // NAN when the log has none
     double tokens;     // NAN when absent
     double step_time;  // seconds; NAN when absent
+    bool nonfinite;    // the loss, or a grad_norm the log has, is NaN or inf (grad_norm NAN alone = not logged)
 } pt_runpoint;
 
 typedef struct {
@@ -19,6 +20,8 @@ typedef struct {
     pt_runpoint *pts;
     int n;
     double eval_loss;    // OUTPUT/eval.json "loss"; NAN when absent
+    long *skipped;       // steps logged as skipped (--nan-policy skip: non-finite, no update), not in pts
+    int n_skipped;
 } pt_runlog;
 
 // format: NULL or "auto" to detect. 0 or -1 with an error naming file:line.
