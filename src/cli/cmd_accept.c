@@ -68,12 +68,12 @@ int cmd_accept(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int(&p);
         else if (!strcmp(a, "--test-fault")) o.test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
-        else if (!strcmp(a, "--quiet")) o.quiet = true;
+        else if (!strcmp(a, "--quiet")) o.quiet = argp_flag(&p);
         else return argp_unknown(&p, a);
     }
     if (!base || !cand) return cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
     if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
-        fprintf(stderr, "portatrain accept: error: %s\n", pt_last_error());
+        fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
         return 2;
     }
     if (o.profile && strcmp(o.profile, "exact") && strcmp(o.profile, "fp32") && strcmp(o.profile, "bf16"))
@@ -83,6 +83,6 @@ int cmd_accept(int argc, char **argv) {
     if (o.eval_batches < 1 || o.seq_len < 1 || o.batch < 1)
         return cli_usage_error("accept", "--eval-batches, --seq-len and --per-device-train-batch-size must be positive");
     const int rc = pt_accept(&o);
-    if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain accept: error: %s\n", pt_last_error());
+    if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
     return rc;
 }
