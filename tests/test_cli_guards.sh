@@ -91,7 +91,8 @@ check 2 "holds a previous run" -- tr "$T/run" --supervise
 yes_ '[ ! -e "$T/run/events.jsonl" ]' "--supervise refuses before writing events.jsonl"
 check 2 "option --max-restarts expects an integer" -- tr "$T/sv" --supervise --max-restarts abc
 check 2 "option --hang-timeout must be >= 0" -- tr "$T/sv" --supervise --hang-timeout -1
-ok0 tr "$T/sv_eq" --supervise --output-dir="$T/sv_eq2"
+ok0 "$B" train --model "$G" --data "$G/data.bin" --output-dir="$T/sv_eq2" --max-steps 2 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet --supervise
 yes_ '[ -f "$T/sv_eq2/recovery.json" ] && [ -f "$T/sv_eq2/model.safetensors" ]' "--supervise --output-dir=X is honoured"
 # a worker usage error (exit 2) is passed through at once, not retried
 check 2 "must be fp32 or bf16" -- tr "$T/sv2" --supervise --precision fp16 --max-restarts 3 --restart-backoff 5
