@@ -63,6 +63,8 @@ check 2 "option --seq-len must be in" -- "$B" eval --model "$G" --data "$G/data.
 check 2 "option --max-batches must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 16 --max-batches -3
 check 2 "option --max-shard-size must be in" -- "$B" export --checkpoint "$T/run/checkpoint-3" --output-dir "$T/ex" \
     --max-shard-size -1
+check 2 "option --seq-len must be in" -- "$B" accept --baseline cpu-ref:fp32 --candidate cpu:fp32 --output-dir "$T/n" \
+    --seq-len 4294967312
 yes_ '[ ! -e "$T/n" ] && [ ! -e "$T/ex" ]' "range errors create no output dir"
 
 # 5. topo --tp 0 (was SIGFPE)

@@ -3,6 +3,7 @@
 #include "harness/accept.h"
 #include "util/common.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,14 +60,14 @@ int cmd_accept(int argc, char **argv) {
         else if (!strcmp(a, "--baseline-run")) o.baseline_run = argp_value(&p);
         else if (!strcmp(a, "--price-table")) o.price_table = argp_value(&p);
         else if (!strcmp(a, "--profile")) o.profile = argp_value(&p);
-        else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int(&p);
-        else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int(&p);
+        else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(a, "--learning-rate")) o.learning_rate = argp_double(&p);
         else if (!strcmp(a, "--warmup-steps")) o.warmup_steps = argp_int(&p);
         else if (!strcmp(a, "--weight-decay")) o.weight_decay = argp_double(&p);
         else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = argp_double(&p);
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
-        else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int(&p);
+        else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(a, "--test-fault")) o.test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
         else if (!strcmp(a, "--quiet")) o.quiet = argp_flag(&p);
         else return argp_unknown(&p, a);

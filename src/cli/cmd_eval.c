@@ -19,7 +19,8 @@ static void help(void) {
            "--max-batches every full batch of windows in the shard is evaluated once.\n"
            "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
            "safetensors, e.g. for tools/hf_check_model.py. --precision bf16 evaluates as Hugging Face's\n"
-           "bf16 model does (docs/PRECISION.md).\n");
+           "bf16 model does (docs/PRECISION.md).\n"
+           "Exit status: 0, 1 error, 2 usage, 3 non-finite loss (printed as null).\n");
 }
 
 int cmd_eval(int argc, char **argv) {
