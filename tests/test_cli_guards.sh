@@ -113,6 +113,7 @@ check 2 "portatrain: error: --max-steps must be positive" -- "$B" train --model 
     --output-dir "$T/e1" --seq-len 16
 check 2 "lr-scheduler-type 'nope' unknown" -- tr "$T/e1" --lr-scheduler-type nope
 check 2 "seq-len 100000 exceeds" -- tr "$T/e1" --seq-len 100000
+check 2 "activation-checkpointing 'bogus'" -- tr "$T/e1" --activation-checkpointing bogus
 yes_ '[ ! -e "$T/e1" ]' "validation failures leave no output dir"
 check 2 "^portatrain: error: --profile: unknown profile" -- "$B" compare --profile nope "$T/run" "$T/run"
 yes_ '! grep -q "compare: compare:" "$T/out"' "compare: no doubled prefix"

@@ -568,9 +568,11 @@ int pt_train(const pt_train_args *a) {
     }
     {
         int acp, ace;
-        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0 ||
-            qwen3_set_activation_checkpointing(mdl, acp, ace) != 0)
+        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0) {
+            g_usage_error = 1;
             goto setup_done;
+        }
+        if (qwen3_set_activation_checkpointing(mdl, acp, ace) != 0) goto setup_done;
     }
     if (a->precision && strcmp(a->precision, "fp32")) {
         if (P) {
