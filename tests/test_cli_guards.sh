@@ -30,11 +30,14 @@ yes_ '[ "$(cat "$T/run/notes.txt")" = mine ] && [ -f "$T/run/heartbeats/keep.txt
 # a checkpoint directory without metrics (killed between rename and latest) also marks a run
 mkdir -p "$T/ck/checkpoint-5"
 check 2 "holds a previous run" -- tr "$T/ck"
-# the run config records the model as an absolute path (export from elsewhere finds it)
-(cd "$S/tests/fixtures/golden" && "$B" train --model tied --data tied/data.bin --output-dir "$T/rel" --max-steps 1 \
+# the run config records the model as an absolute path (export from elsewhere finds its tokenizer)
+mkdir -p "$T/wd/mtok"; cp "$G/config.json" "$G/model.safetensors" "$T/wd/mtok/"; echo '{"tok": 1}' > "$T/wd/mtok/tokenizer.json"
+(cd "$T/wd" && "$B" train --model mtok --data "$G/data.bin" --output-dir "$T/rel" --max-steps 1 --save-steps 1 \
     --seq-len 16 --per-device-train-batch-size 2 --quiet)
-jcheck "$T/rel/train_args.json" "r['model'] == '$G' or r['model'].endswith('/golden/tied') and r['model'].startswith('/')" \
+jcheck "$T/rel/train_args.json" "r['model'] == '$T/wd/mtok' or r['model'].endswith('/wd/mtok') and r['model'].startswith('/')" \
     "train_args.json: model is absolute"
+(cd / && "$B" export --checkpoint "$T/rel/checkpoint-1" --output-dir "$T/rel_export" 2>/dev/null)
+yes_ 'cmp -s "$T/wd/mtok/tokenizer.json" "$T/rel_export/tokenizer.json"' "export from another directory copies the tokenizer"
 
 # 2. resuming past --max-steps
 check 2 "past --max-steps 2" -- tr "$T/run" --resume-from-checkpoint latest --max-steps 2
