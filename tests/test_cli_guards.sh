@@ -18,7 +18,7 @@ yes_() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
 
 # 1. a previous run in --output-dir
 ok0 tr "$T/run" --save-steps 2
-check 2 "holds a previous run.*--overwrite-output-dir" -- tr "$T/run"
+check 2 "^portatrain: error: $T/run: holds a previous run.*--overwrite-output-dir" -- tr "$T/run"
 yes_ '[ "$(wc -l < "$T/run/metrics.jsonl")" = 4 ] && [ -d "$T/run/checkpoint-4" ]' "a refused run leaves the old one intact"
 echo mine > "$T/run/notes.txt"; mkdir -p "$T/run/heartbeats"; echo mine > "$T/run/heartbeats/keep.txt"
 ok0 tr "$T/run" --overwrite-output-dir --save-steps 3 --max-steps 3
@@ -92,7 +92,7 @@ check 3 "portatrain: error: .*non-finite eval loss" -- "$B" eval --model "$T/nan
 jcheck "$T/nan.json" "r['loss'] is None and r['perplexity'] is None" "eval prints valid JSON (null) for a NaN loss"
 
 # 8. --supervise
-check 2 "holds a previous run" -- tr "$T/run" --supervise
+check 2 "^portatrain: error: $T/run: holds a previous run" -- tr "$T/run" --supervise
 yes_ '[ ! -e "$T/run/events.jsonl" ]' "--supervise refuses before writing events.jsonl"
 check 2 "option --max-restarts expects an integer" -- tr "$T/sv" --supervise --max-restarts abc
 check 2 "option --hang-timeout must be >= 0" -- tr "$T/sv" --supervise --hang-timeout -1

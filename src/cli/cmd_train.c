@@ -125,9 +125,10 @@ static int supervise(int argc, char **argv) {
     // worker refused the directory.
     if (!resume && !overwrite && pt_outdir_has_run(so.output_dir)) {
         free(w);
-        return cli_usage_error("train", "%s: holds a previous run (metrics.jsonl, checkpoint-* or latest); pass "
-                               "--resume-from-checkpoint latest to continue it or --overwrite-output-dir to replace "
-                               "it", so.output_dir);
+        fprintf(stderr, "portatrain: error: %s: holds a previous run (metrics.jsonl, checkpoint-* or latest); pass "
+                "--resume-from-checkpoint latest to continue it or --overwrite-output-dir to replace it\n",
+                so.output_dir);  // the same line as the worker's refusal
+        return 2;
     }
     if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
     pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
