@@ -72,6 +72,8 @@ yes_ '[ ! -e "$T/n" ] && [ ! -e "$T/ex" ]' "range errors create no output dir"
 
 # 5. topo --tp 0 (was SIGFPE)
 check 2 "option --tp must be in" -- "$B" topo --world 4 --tp 0 --config "$G/config.json"
+check 1 "tp 65536 x fsdp 65536 x dp 1 = 4294967296 ranks" -- "$B" topo --world 4 --tp 65536 --fsdp 65536 \
+    --config "$G/config.json"
 
 # 6. ckpt bench into a run's directory
 check 2 "ckpt bench needs an empty or new scratch directory" -- "$B" ckpt bench --config "$G/config.json" \
