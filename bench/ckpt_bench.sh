@@ -17,6 +17,7 @@ echo "|---|---|---|---|---|"
 for cfg in "${CONFIGS[@]}"; do
   saves=(); loads=(); dds=(); bytes=0
   for r in $(seq "$REPS"); do
+    rm -rf "$DIR/ck"  # ckpt bench refuses a directory that already holds checkpoints
     j=$("$BUILD/portatrain" ckpt bench --config "$cfg" --output-dir "$DIR/ck" --reps 1 2>/dev/null)
     bytes=$(echo "$j" | grep -o '"bytes": [0-9]*' | cut -d' ' -f2)
     saves+=("$(echo "$j" | grep -o '"save_gb_per_s": [0-9.]*' | cut -d' ' -f2)")

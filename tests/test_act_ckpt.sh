@@ -46,7 +46,7 @@ done
 for p in none full selective op; do run_policy bf16 "$p" --backend cpu --precision bf16; done
 cmp -s "$T/bf16-none/model.safetensors" "$T/cpu-none/model.safetensors" \
   && { echo "FAIL: the bf16 run's weights equal the fp32 run's"; fail=1; } || echo "ok: bf16 differs from fp32"
-check 1 "want none, full, selective" -- "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bad" \
+check 2 "want none, full, selective" -- "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/bad" \
   --max-steps 1 --seq-len 16 --activation-checkpointing selective:every=0
 [ "$fail" -eq 0 ] && echo "test_act_ckpt: all checks passed"
 exit "$fail"

@@ -244,7 +244,11 @@ int main(void) {
         char *out, *err;
         snprintf(cmd, sizeof cmd, "%s train --model %s --data %s --output-dir %s/x --max-steps 0 --seq-len 16", BIN,
                  GOLD, good_data, TMP);
-        expect_error("train: --max-steps 0", cmd, "--max-steps must be positive");
+        // a usage error (exit 2), refused while parsing the flag
+        int rc0 = test_run(cmd, &out, &err);
+        CHECK(rc0 == 2 && strstr(err, "option --max-steps must be in [1, "), "--max-steps 0: rc %d, %s", rc0, err);
+        free(out);
+        free(err);
         snprintf(cmd, sizeof cmd, "%s train --bogus 1", BIN);
         int rc = test_run(cmd, &out, &err);
         CHECK(rc == 2 && strstr(err, "unknown option"), "unknown option: rc %d, %s", rc, err);

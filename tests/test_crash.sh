@@ -28,7 +28,8 @@ losses() { grep -o '"loss": [^,]*' "$1/metrics.jsonl"; }
 latest_ok() { # the checkpoint latest names verifies (or there is none yet)
   [ ! -e "$1/latest" ] || "$PORTATRAIN" ckpt verify "$1" >/dev/null 2>&1
 }
-resume_arg() { [ -e "$1/latest" ] && echo "--resume-from-checkpoint latest"; }
+# no checkpoint yet (killed before the first save): start over, replacing the killed attempt's metrics
+resume_arg() { if [ -e "$1/latest" ]; then echo "--resume-from-checkpoint latest"; else echo "--overwrite-output-dir"; fi; }
 
 run "$tmp/ref" 2>/dev/null
 check '[ -f "$tmp/ref/model.safetensors" ]' "reference run failed"
@@ -46,7 +47,7 @@ done
 
 # 2. random kills: at least 50, at random times, in a longer run that saves every step
 STEPS=150
-run "$tmp/ref" 2>/dev/null
+run "$tmp/ref" --overwrite-output-dir 2>/dev/null
 out="$tmp/random"; kills=0; attempts=0
 RANDOM=20241202
 while [ $kills -lt 50 ] && [ $attempts -lt 400 ]; do

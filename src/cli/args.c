@@ -7,8 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static _Thread_local const char *g_inline_value;
+static _Thread_local char g_name[128];  // the option name of "--name=value"
+
+// The option being parsed: its name alone for "--name=value".
+static const char *cur_opt(const pt_argparse *p) { return g_inline_value ? g_name : p->argv[p->i - 1]; }
 
 void argp_init(pt_argparse *p, int argc, char **argv) {
     p->argc = argc;
@@ -19,17 +24,21 @@ void argp_init(pt_argparse *p, int argc, char **argv) {
 }
 
 const char *argp_next(pt_argparse *p) {
-    static _Thread_local char name[128];
+    // "--flag=value" whose handler took no value (a flag not using argp_flag):
+    // an error, not silently the flag's default meaning.
+    if (g_inline_value) {
+        fprintf(stderr, "portatrain %s: option %s takes no value, got '%s'\n", p->cmd, g_name, g_inline_value);
+        exit(2);
+    }
     if (p->i >= p->argc) return NULL;
     const char *a = p->argv[p->i++];
-    g_inline_value = NULL;
     if (strncmp(a, "--", 2) == 0) {
         const char *eq = strchr(a, '=');
-        if (eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = 0;
+        if (eq && (size_t)(eq - a) < sizeof g_name) {
+            memcpy(g_name, a, (size_t)(eq - a));
+            g_name[eq - a] = 0;
             g_inline_value = eq + 1;
-            return name;
+            return g_name;
         }
     }
     return a;
@@ -49,7 +58,7 @@ const char *argp_value(pt_argparse *p) {
 }
 
 int64_t argp_int(pt_argparse *p) {
-    const char *opt = p->argv[p->i - 1];
+    const char *opt = cur_opt(p);
     const char *v = argp_value(p);
     char *end;
     errno = 0;
@@ -61,8 +70,61 @@ int64_t argp_int(pt_argparse *p) {
     return x;
 }
 
+int64_t argp_parse_int(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max) {
+    char *end;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end) {
+        fprintf(stderr, "portatrain %s: option %s expects an integer, got '%s'\n", cmd, opt, v);
+        exit(2);
+    }
+    if (x < min || x > max) {  // checked before any narrowing cast: 2^32+16 must not become 16
+        fprintf(stderr, "portatrain %s: option %s must be in [%lld, %lld], got '%s'\n", cmd, opt, (long long)min,
+                (long long)max, v);
+        exit(2);
+    }
+    return x;
+}
+
+double argp_parse_double(const char *cmd, const char *opt, const char *v, double min) {
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x)) {
+        fprintf(stderr, "portatrain %s: option %s expects a number, got '%s'\n", cmd, opt, v);
+        exit(2);
+    }
+    if (x < min) {
+        fprintf(stderr, "portatrain %s: option %s must be >= %g, got '%s'\n", cmd, opt, min, v);
+        exit(2);
+    }
+    return x;
+}
+
+int64_t argp_int_range(pt_argparse *p, int64_t min, int64_t max) {
+    const char *opt = cur_opt(p);
+    return argp_parse_int(p->cmd, opt, argp_value(p), min, max);
+}
+
+bool argp_flag(pt_argparse *p) {
+    const char *v = g_inline_value;
+    g_inline_value = NULL;  // a flag never takes the next argument as its value
+    return v ? argp_parse_bool(p->cmd, g_name, v) : true;
+}
+
+bool argp_parse_bool(const char *cmd, const char *opt, const char *v) {
+    static const char *const yes[] = {"true", "1", "yes"}, *const no[] = {"false", "0", "no"};
+    for (int i = 0; i < 3; i++) {
+        if (!strcasecmp(v, yes[i])) return true;
+        if (!strcasecmp(v, no[i])) return false;
+    }
+    fprintf(stderr, "portatrain %s: option %s takes no value or one of true/false/1/0/yes/no, got '%s'\n", cmd,
+            opt, v);
+    exit(2);
+}
+
 double argp_double(pt_argparse *p) {
-    const char *opt = p->argv[p->i - 1];
+    const char *opt = cur_opt(p);
     const char *v = argp_value(p);
     char *end;
     errno = 0;
@@ -72,6 +134,11 @@ double argp_double(pt_argparse *p) {
         exit(2);
     }
     return x;
+}
+
+double argp_double_min(pt_argparse *p, double min) {
+    const char *opt = cur_opt(p);
+    return argp_parse_double(p->cmd, opt, argp_value(p), min);
 }
 
 int argp_unknown(pt_argparse *p, const char *opt) {

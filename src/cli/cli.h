@@ -34,7 +34,20 @@ const char *argp_next(pt_argparse *p);
 // with a usage error if missing.
 const char *argp_value(pt_argparse *p);
 int64_t argp_int(pt_argparse *p);
+// An integer within [min, max]; anything else is a usage error naming the
+// option (exit 2), so callers may narrow it to int safely.
+int64_t argp_int_range(pt_argparse *p, int64_t min, int64_t max);
+// A finite number; argp_double_min also >= min.
 double argp_double(pt_argparse *p);
+double argp_double_min(pt_argparse *p, double min);
+// A boolean flag: "--flag" is true; "--flag=V" takes V in true/false/1/0/
+// yes/no (any case, as Hugging Face's parser does); any other V is a usage
+// error (exit 2) rather than silently ignored.
+bool argp_flag(pt_argparse *p);
+// The same checks on a value parsed outside pt_argparse (train --supervise).
+int64_t argp_parse_int(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max);
+double argp_parse_double(const char *cmd, const char *opt, const char *v, double min);
+bool argp_parse_bool(const char *cmd, const char *opt, const char *v);
 // Prints "portatrain CMD: unknown option X" and returns 2.
 int argp_unknown(pt_argparse *p, const char *opt);
 

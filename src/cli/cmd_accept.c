@@ -3,6 +3,7 @@
 #include "harness/accept.h"
 #include "util/common.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,21 +60,21 @@ int cmd_accept(int argc, char **argv) {
         else if (!strcmp(a, "--baseline-run")) o.baseline_run = argp_value(&p);
         else if (!strcmp(a, "--price-table")) o.price_table = argp_value(&p);
         else if (!strcmp(a, "--profile")) o.profile = argp_value(&p);
-        else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int(&p);
-        else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int(&p);
+        else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(a, "--learning-rate")) o.learning_rate = argp_double(&p);
         else if (!strcmp(a, "--warmup-steps")) o.warmup_steps = argp_int(&p);
         else if (!strcmp(a, "--weight-decay")) o.weight_decay = argp_double(&p);
         else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = argp_double(&p);
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
-        else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int(&p);
+        else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(a, "--test-fault")) o.test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
-        else if (!strcmp(a, "--quiet")) o.quiet = true;
+        else if (!strcmp(a, "--quiet")) o.quiet = argp_flag(&p);
         else return argp_unknown(&p, a);
     }
     if (!base || !cand) return cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
     if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
-        fprintf(stderr, "portatrain accept: error: %s\n", pt_last_error());
+        fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
         return 2;
     }
     if (o.profile && strcmp(o.profile, "exact") && strcmp(o.profile, "fp32") && strcmp(o.profile, "bf16"))
@@ -83,6 +84,6 @@ int cmd_accept(int argc, char **argv) {
     if (o.eval_batches < 1 || o.seq_len < 1 || o.batch < 1)
         return cli_usage_error("accept", "--eval-batches, --seq-len and --per-device-train-batch-size must be positive");
     const int rc = pt_accept(&o);
-    if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain accept: error: %s\n", pt_last_error());
+    if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
     return rc;
 }

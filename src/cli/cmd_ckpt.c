@@ -1,5 +1,6 @@
 // portatrain ckpt inspect|verify DIR
 #include "cli/cli.h"
+#include "train/outdir.h"
 #include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "model/qwen3.h"
@@ -171,10 +172,17 @@ static int bench(int argc, char **argv) {
     while ((o = argp_next(&p))) {
         if (!strcmp(o, "--config")) config = argp_value(&p);
         else if (!strcmp(o, "--output-dir")) out = argp_value(&p);
-        else if (!strcmp(o, "--reps")) reps = (int)argp_int(&p);
+        else if (!strcmp(o, "--reps")) reps = (int)argp_int_range(&p, 1, 1000000);
         else return argp_unknown(&p, o);
     }
     if (!config || !out || reps < 1) return cli_usage_error("ckpt", "bench needs --config and --output-dir");
+    // Its saves keep one checkpoint and move `latest`: in a training run's directory that would
+    // delete the run's checkpoints.
+    if (pt_outdir_has_run(out)) {
+        fprintf(stderr, "portatrain: error: %s: holds a training run (checkpoint-*, latest or metrics.jsonl); "
+                "ckpt bench needs an empty or new scratch directory\n", out);
+        return 2;
+    }
     qwen3_config cfg;
     if (qwen3_config_load(&cfg, config) != 0) return cli_fail();
     pt_backend *be = pt_backend_create("cpu-ref");

@@ -1,4 +1,5 @@
 // portatrain compare RUN_A RUN_B: convergence verdict (library: src/harness/compare.c).
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static int compare_seeds(const char *la, const char *lb, const pt_seeds_opts *so
     const int na = split_runs(ca, ra, 64), nb = split_runs(cb, rb, 64);
     cJSON *res = NULL;
     int rc = pt_compare_seeds(ra, na, rb, nb, so, &res);
-    if (!res) { fprintf(stderr, "compare: %s\n", pt_last_error()); free(ca); free(cb); return 2; }
+    if (!res) { fprintf(stderr, "portatrain: error: %s\n", pt_last_error()); free(ca); free(cb); return 2; }
     printf("target loss: %.4g (%s), window %d\n", cJSON_GetObjectItem(res, "target_loss")->valuedouble,
            cJSON_GetObjectItem(res, "target_source")->valuestring, so->window);
     const char *side[] = {"baseline", "candidate"};
@@ -57,7 +58,7 @@ static int compare_seeds(const char *la, const char *lb, const pt_seeds_opts *so
                    cJSON_GetObjectItem(tt, "mean_steps_baseline")->valuedouble,
                    cJSON_GetObjectItem(tt, "mean_steps_candidate")->valuedouble,
                    cJSON_GetObjectItem(tt, "p_value")->valuedouble, so->alpha);
-    if (json_out && write_json(json_out, res) != 0) { fprintf(stderr, "compare: cannot write %s\n", json_out); rc = 2; }
+    if (json_out && write_json(json_out, res) != 0) { fprintf(stderr, "portatrain: error: %s: cannot write\n", json_out); rc = 2; }
     printf("verdict: %s", cJSON_GetObjectItem(res, "verdict")->valuestring);
     int k = 0;
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(res, "reasons")) printf("%s%s", k++ ? "; " : " (", it->valuestring);
@@ -81,20 +82,20 @@ int cmd_compare(int argc, char **argv) {
         else if (!strcmp(a, "--tolerances") && has) { o.tolerances_path = argv[++i]; if (!o.profile) o.profile = "custom"; }
         else if (!strcmp(a, "--json") && has) json_out = argv[++i];
         else if (!strcmp(a, "--seeds")) seeds = 1;
-        else if (!strcmp(a, "--target-loss") && has) so.target_loss = atof(argv[++i]);
-        else if (!strcmp(a, "--window") && has) so.window = atoi(argv[++i]);
-        else if (!strcmp(a, "--alpha") && has) so.alpha = atof(argv[++i]);
+        else if (!strcmp(a, "--target-loss") && has) so.target_loss = argp_parse_double("compare", a, argv[++i], -DBL_MAX);
+        else if (!strcmp(a, "--window") && has) so.window = (int)argp_parse_int("compare", a, argv[++i], 1, 1000000000);
+        else if (!strcmp(a, "--alpha") && has) so.alpha = argp_parse_double("compare", a, argv[++i], 0);
         else if (!strcmp(a, "--format-a") && has) o.format_a = argv[++i];
         else if (!strcmp(a, "--format-b") && has) o.format_b = argv[++i];
-        else if (a[0] == '-' && a[1] == '-') { fprintf(stderr, "compare: unknown or incomplete option %s\n", a); usage(); return 2; }
+        else if (a[0] == '-' && a[1] == '-') { fprintf(stderr, "portatrain: error: %s: unknown or incomplete option\n", a); usage(); return 2; }
         else if (np < 2) pos[np++] = a;
-        else { fprintf(stderr, "compare: too many arguments (%s)\n", a); return 2; }
+        else { fprintf(stderr, "portatrain: error: %s: too many arguments\n", a); return 2; }
     }
     if (np != 2) { usage(); return 2; }
     if (seeds) return compare_seeds(pos[0], pos[1], &so, json_out);
     cJSON *res = NULL;
     int rc = pt_compare_runs(pos[0], pos[1], &o, &res);
-    if (!res) { fprintf(stderr, "compare: %s\n", pt_last_error()); return 2; }
+    if (!res) { fprintf(stderr, "portatrain: error: %s\n", pt_last_error()); return 2; }
     cJSON *fi = cJSON_GetObjectItem(res, "frozen_inputs"), *it;
     printf("baseline:  %s\ncandidate: %s\nprofile:   %s\n", pos[0], pos[1],
            cJSON_GetObjectItem(cJSON_GetObjectItem(res, "profile"), "name")->valuestring);
@@ -117,7 +118,7 @@ int cmd_compare(int argc, char **argv) {
     if (json_out) {
         char *s = cJSON_Print(res);
         FILE *f = fopen(json_out, "wb");
-        if (!f || fputs(s, f) < 0) { fprintf(stderr, "compare: cannot write %s\n", json_out); if (f) fclose(f); free(s); cJSON_Delete(res); return 2; }
+        if (!f || fputs(s, f) < 0) { fprintf(stderr, "portatrain: error: %s: cannot write\n", json_out); if (f) fclose(f); free(s); cJSON_Delete(res); return 2; }
         fputc('\n', f);
         fclose(f);
         free(s);

@@ -6,6 +6,7 @@
 #include "io/safetensors.h"
 
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,8 @@ static void help(void) {
            "--max-batches every full batch of windows in the shard is evaluated once.\n"
            "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
            "safetensors, e.g. for tools/hf_check_model.py. --precision bf16 evaluates as Hugging Face's\n"
-           "bf16 model does (docs/PRECISION.md).\n");
+           "bf16 model does (docs/PRECISION.md).\n"
+           "Exit status: 0, 1 error, 2 usage, 3 non-finite loss (printed as null).\n");
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -31,9 +33,9 @@ int cmd_eval(int argc, char **argv) {
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
         else if (!strcmp(o, "--model")) model_dir = argp_value(&p);
         else if (!strcmp(o, "--data")) data = argp_value(&p);
-        else if (!strcmp(o, "--seq-len")) T = argp_int(&p);
-        else if (!strcmp(o, "--per-device-eval-batch-size")) B = argp_int(&p);
-        else if (!strcmp(o, "--max-batches")) max_batches = argp_int(&p);
+        else if (!strcmp(o, "--seq-len")) T = argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--per-device-eval-batch-size")) B = argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--max-batches")) max_batches = argp_int_range(&p, 1, INT64_MAX);
         else if (!strcmp(o, "--backend")) backend = argp_value(&p);
         else if (!strcmp(o, "--logits-out")) logits_out = argp_value(&p);
         else if (!strcmp(o, "--precision")) precision = argp_value(&p);
@@ -95,10 +97,19 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     if (!rc) {
-        double loss = tokens ? total / tokens : NAN;
-        printf("{\"loss\": %.17g, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %.10g, \"backend\": \"%s\", "
+        const double loss = tokens ? total / tokens : NAN;
+        // NaN/Inf are not JSON numbers: null, and exit 3 (the project's status for a non-finite loss).
+        char lb[32] = "null", pb[32] = "null";
+        if (isfinite(loss)) snprintf(lb, sizeof lb, "%.17g", loss);
+        if (isfinite(exp(loss))) snprintf(pb, sizeof pb, "%.10g", exp(loss));
+        printf("{\"loss\": %s, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %s, \"backend\": \"%s\", "
                "\"precision\": \"%s\"}\n",
-               loss, tokens, (unsigned long long)nbatches, exp(loss), be->name, precision);
+               lb, tokens, (unsigned long long)nbatches, pb, be->name, precision);
+        if (!isfinite(loss)) {
+            fprintf(stderr, "portatrain: error: %s: non-finite eval loss (%s over %ld tokens)\n", model_dir,
+                    tokens ? "NaN or Inf" : "no target tokens", tokens);
+            rc = 3;
+        }
     }
     free(ids);
     free(labels);

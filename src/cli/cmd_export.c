@@ -41,7 +41,7 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(o, "--checkpoint")) ck = argp_value(&p);
         else if (!strcmp(o, "--output-dir")) out = argp_value(&p);
         else if (!strcmp(o, "--dtype")) dtype = argp_value(&p);
-        else if (!strcmp(o, "--max-shard-size")) max_shard = argp_int(&p);
+        else if (!strcmp(o, "--max-shard-size")) max_shard = argp_int_range(&p, 1, INT64_MAX);
         else if (!strcmp(o, "--tokenizer")) tok = argp_value(&p);
         else return argp_unknown(&p, o);
     }

@@ -194,8 +194,8 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(opt, "--output-dir")) out_dir = argp_value(&p);
         else if (!strcmp(opt, "--text-field")) text_field = argp_value(&p);
         else if (!strcmp(opt, "--eos")) eos_name = argp_value(&p);
-        else if (!strcmp(opt, "--lines")) lines = true;
-        else if (!strcmp(opt, "--quiet")) quiet = true;
+        else if (!strcmp(opt, "--lines")) lines = argp_flag(&p);
+        else if (!strcmp(opt, "--quiet")) quiet = argp_flag(&p);
         else if (!strcmp(opt, "--shard-tokens")) shard_tokens = argp_int(&p);
         else if (!strcmp(opt, "--threads")) threads = argp_int(&p);
         else if (strncmp(opt, "--", 2) == 0) {

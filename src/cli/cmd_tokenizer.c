@@ -338,9 +338,9 @@ int cmd_tokenizer(int argc, char **argv) {
     const char *opt;
     while ((opt = argp_next(&p))) {
         if (!strcmp(opt, "--tokenizer")) path = argp_value(&p);
-        else if (!strcmp(opt, "--json") && !strcmp(action, "encode")) json = true;
-        else if (!strcmp(opt, "--raw") && !strcmp(action, "decode")) raw = true;
-        else if (!strcmp(opt, "--batch") && (!strcmp(action, "encode") || !strcmp(action, "decode"))) batch = true;
+        else if (!strcmp(opt, "--json") && !strcmp(action, "encode")) json = argp_flag(&p);
+        else if (!strcmp(opt, "--raw") && !strcmp(action, "decode")) raw = argp_flag(&p);
+        else if (!strcmp(opt, "--batch") && (!strcmp(action, "encode") || !strcmp(action, "decode"))) batch = argp_flag(&p);
         else if (!strcmp(opt, "--threads") && !strcmp(action, "bench")) {
             int64_t v = argp_int(&p);
             if (v < 1 || v > 1024) return cli_usage_error("tokenizer", "--threads must be in [1, 1024]");

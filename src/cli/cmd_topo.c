@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,25 +102,27 @@ int cmd_topo(int argc, char **argv) {
     const char *o;
     while ((o = argp_next(&p))) {
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
-        else if (!strcmp(o, "--world")) world = (int)argp_int(&p);
-        else if (!strcmp(o, "--tp")) mesh.tp = (int)argp_int(&p);
-        else if (!strcmp(o, "--fsdp")) mesh.fsdp = (int)argp_int(&p);
-        else if (!strcmp(o, "--dp")) mesh.dp = (int)argp_int(&p);
+        else if (!strcmp(o, "--world")) world = (int)argp_int_range(&p, 1, 1 << 24);
+        else if (!strcmp(o, "--tp")) mesh.tp = (int)argp_int_range(&p, 1, 65536);
+        else if (!strcmp(o, "--fsdp")) mesh.fsdp = (int)argp_int_range(&p, 1, 65536);
+        else if (!strcmp(o, "--dp")) mesh.dp = (int)argp_int_range(&p, 1, 65536);
         else if (!strcmp(o, "--config")) config = argp_value(&p);
         else if (!strcmp(o, "--model")) model = argp_value(&p);
         else if (!strcmp(o, "--hosts")) hosts = argp_value(&p);
-        else if (!strcmp(o, "--ranks-per-node")) rpn = (int)argp_int(&p);
+        else if (!strcmp(o, "--ranks-per-node")) rpn = (int)argp_int_range(&p, 1, 1 << 24);
         else if (!strcmp(o, "--mesh-order")) order = argp_value(&p);
-        else if (!strcmp(o, "--per-device-train-batch-size")) B = (int)argp_int(&p);
-        else if (!strcmp(o, "--seq-len")) S = (int)argp_int(&p);
-        else if (!strcmp(o, "--gradient-accumulation-steps")) A = (int)argp_int(&p);
-        else if (!strcmp(o, "--json")) json = 1;
+        else if (!strcmp(o, "--per-device-train-batch-size")) B = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--seq-len")) S = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--gradient-accumulation-steps")) A = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--json")) json = argp_flag(&p);
         else return argp_unknown(&p, o);
     }
     if (world <= 0) return cli_usage_error("topo", "--world N is required");
     if (!config && !model) return cli_usage_error("topo", "--config CONFIG.json or --model DIR is required");
     if (B <= 0 || S <= 0 || A <= 0) return cli_usage_error("topo", "batch, sequence length and accumulation must be positive");
-    if (mesh.dp == 0) mesh.dp = world % (mesh.tp * mesh.fsdp) == 0 ? world / (mesh.tp * mesh.fsdp) : 1;
+    // tp, fsdp >= 1 (parsed in range); their product in 64 bits, never a zero divisor
+    const int64_t tf = (int64_t)mesh.tp * mesh.fsdp;
+    if (mesh.dp == 0) mesh.dp = world % tf == 0 ? (int)(world / tf) : 1;
     if (order && pt_mesh_parse_order(order, mesh.order) != 0) return cli_fail();
     qwen3_config cfg;
     char *cpath = model ? pt_path_join(model, "config.json") : pt_strdup(config);

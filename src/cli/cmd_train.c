@@ -2,10 +2,12 @@
 #include "cli/cli.h"
 #include "harness/supervisor.h"
 #include "train/faults.h"
+#include "train/outdir.h"
 #include "train/trainer.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -34,6 +36,9 @@ static void help(void) {
            "  --mtbf-hours H                     mean time between failures for --save-steps auto\n"
            "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
            "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
+           "  --overwrite-output-dir             replace a previous run in --output-dir (its metrics, checkpoints,\n"
+           "                                     latest, model and run files; other files are kept). Without it\n"
+           "                                     (or --resume-from-checkpoint), such a directory is refused (exit 2)\n"
            "  --quiet                            no progress output\n"
            "  --nan-policy stop|skip|rollback    on a non-finite loss or grad norm (checked every step before\n"
            "                                     the update): stop with exit 3 (default), skip the batch (no\n"
@@ -77,38 +82,61 @@ static int supervise(int argc, char **argv) {
     pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60, .startup_timeout = 600};
     char **w = calloc((size_t)argc + 2, sizeof *w);
     int n = 0;
+    bool resume = false, overwrite = false;
     w[n++] = "portatrain";
     w[n++] = "train";
     for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const bool has_val = i + 1 < argc;
-        if (!strcmp(o, "--supervise")) continue;
-        if (!strcmp(o, "--max-restarts") && has_val) so.max_restarts = atoi(argv[++i]);
-        else if (!strcmp(o, "--hang-timeout") && has_val) so.hang_timeout = atof(argv[++i]);
-        else if (!strcmp(o, "--startup-timeout") && has_val) so.startup_timeout = atof(argv[++i]);
-        else if (!strcmp(o, "--restart-backoff") && has_val) so.restart_backoff = atof(argv[++i]);
-        else if (!strcmp(o, "--launcher") && has_val) {
-            so.launcher = argv[++i];
+        // "--name value" or "--name=value" (the worker's own parser takes both)
+        char name[128];
+        const char *o = argv[i], *eq = strncmp(o, "--", 2) == 0 ? strchr(o, '=') : NULL;
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - o) : (int)strlen(o), o);
+        const bool has_val = eq || i + 1 < argc;
+        // the value of a flag that takes one: inline, or the next argument (consumed by own flags only)
+#define VAL(consume) (eq ? eq + 1 : (consume) ? argv[++i] : argv[i + 1])
+        if (!strcmp(name, "--supervise")) continue;
+        if (!strcmp(name, "--max-restarts") && has_val)
+            so.max_restarts = (int)argp_parse_int("train", name, VAL(1), 0, 1000000);
+        else if (!strcmp(name, "--hang-timeout") && has_val)
+            so.hang_timeout = argp_parse_double("train", name, VAL(1), 0);
+        else if (!strcmp(name, "--startup-timeout") && has_val)
+            so.startup_timeout = argp_parse_double("train", name, VAL(1), 0);
+        else if (!strcmp(name, "--restart-backoff") && has_val)
+            so.restart_backoff = argp_parse_double("train", name, VAL(1), 0);
+        else if (!strcmp(name, "--launcher") && has_val) {
+            so.launcher = VAL(1);
             const char *np = strstr(so.launcher, "-np ");
             if (!np) np = strstr(so.launcher, "-n ");
             so.world = np ? atoi(strchr(np, ' ') + 1) : 1;
         }
-        else if (!strcmp(o, "--inject") && has_val) {
-            if (pt_supervise_parse_inject(&so, argv[++i]) != 0) { free(w); return cli_fail(); }
+        else if (!strcmp(name, "--inject") && has_val) {
+            if (pt_supervise_parse_inject(&so, VAL(1)) != 0) { free(w); return cli_fail(); }
         } else {
-            if (!strcmp(o, "--output-dir") && has_val) so.output_dir = argv[i + 1];
-            if (!strcmp(o, "--max-steps") && has_val) so.max_steps = atol(argv[i + 1]);
-            if (!strcmp(o, "--mtbf-hours") && has_val) so.mtbf_hours = atof(argv[i + 1]);
+            if (has_val && !strcmp(name, "--output-dir")) so.output_dir = VAL(0);
+            if (has_val && !strcmp(name, "--max-steps")) so.max_steps = atol(VAL(0));
+            if (has_val && !strcmp(name, "--mtbf-hours")) so.mtbf_hours = atof(VAL(0));
+            if (!strcmp(name, "--resume-from-checkpoint")) resume = true;
+            if (!strcmp(name, "--overwrite-output-dir")) overwrite = !eq || argp_parse_bool("train", name, eq + 1);
             w[n++] = argv[i];
         }
+#undef VAL
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
+    // Checked here too: the supervisor's events.jsonl would replace the previous run's before the
+    // worker refused the directory.
+    if (!resume && !overwrite && pt_outdir_has_run(so.output_dir)) {
+        free(w);
+        fprintf(stderr, "portatrain: error: %s: holds a previous run (metrics.jsonl, checkpoint-* or latest); pass "
+                "--resume-from-checkpoint latest to continue it or --overwrite-output-dir to replace it\n",
+                so.output_dir);  // the same line as the worker's refusal
+        return 2;
+    }
     if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
     pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
     pt_fault_sort(so.faults, so.n_faults);
     const int rc = pt_supervise(&so, n, w);
     free(w);
     if (rc == 0) return 0;
+    if (rc == PT_SUPERVISE_USAGE) return 2;  // the worker printed its usage error
     cli_fail();
     return rc == PT_SUPERVISE_NONFINITE ? 3 : 1;
 }
@@ -129,30 +157,30 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--data")) a.data_path = argp_value(&p);
         else if (!strcmp(o, "--output-dir")) a.output_dir = argp_value(&p);
         else if (!strcmp(o, "--backend")) a.backend = argp_value(&p);
-        else if (!strcmp(o, "--learning-rate")) a.learning_rate = argp_double(&p);
+        else if (!strcmp(o, "--learning-rate")) a.learning_rate = argp_double_min(&p, 0);
         else if (!strcmp(o, "--weight-decay")) a.weight_decay = argp_double(&p);
         else if (!strcmp(o, "--adam-beta1")) a.adam_beta1 = argp_double(&p);
         else if (!strcmp(o, "--adam-beta2")) a.adam_beta2 = argp_double(&p);
         else if (!strcmp(o, "--adam-epsilon")) a.adam_epsilon = argp_double(&p);
         else if (!strcmp(o, "--max-grad-norm")) a.max_grad_norm = argp_double(&p);
-        else if (!strcmp(o, "--per-device-train-batch-size")) a.per_device_train_batch_size = (int)argp_int(&p);
-        else if (!strcmp(o, "--gradient-accumulation-steps")) a.gradient_accumulation_steps = (int)argp_int(&p);
-        else if (!strcmp(o, "--max-steps")) a.max_steps = argp_int(&p);
-        else if (!strcmp(o, "--warmup-steps")) a.warmup_steps = argp_int(&p);
+        else if (!strcmp(o, "--per-device-train-batch-size")) a.per_device_train_batch_size = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--gradient-accumulation-steps")) a.gradient_accumulation_steps = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--max-steps")) a.max_steps = argp_int_range(&p, 1, LONG_MAX);
+        else if (!strcmp(o, "--warmup-steps")) a.warmup_steps = argp_int_range(&p, 0, LONG_MAX);
         else if (!strcmp(o, "--lr-scheduler-type")) a.lr_scheduler_type = argp_value(&p);
-        else if (!strcmp(o, "--logging-steps")) a.logging_steps = argp_int(&p);
+        else if (!strcmp(o, "--logging-steps")) a.logging_steps = argp_int_range(&p, 0, LONG_MAX);
         else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);
-        else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int(&p);
-        else if (!strcmp(o, "--quiet")) a.quiet = true;
-        else if (!strcmp(o, "--tp")) a.tp = (int)argp_int(&p);
-        else if (!strcmp(o, "--fsdp")) a.fsdp = (int)argp_int(&p);
-        else if (!strcmp(o, "--dp")) a.dp = (int)argp_int(&p);
+        else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--quiet")) a.quiet = argp_flag(&p);
+        else if (!strcmp(o, "--tp")) a.tp = (int)argp_int_range(&p, 1, 65536);
+        else if (!strcmp(o, "--fsdp")) a.fsdp = (int)argp_int_range(&p, 1, 65536);
+        else if (!strcmp(o, "--dp")) a.dp = (int)argp_int_range(&p, 1, 65536);
         else if (!strcmp(o, "--mesh-order")) a.mesh_order = argp_value(&p);
         else if (!strcmp(o, "--activation-checkpointing")) a.activation_checkpointing = argp_value(&p);
         else if (!strcmp(o, "--precision")) a.precision = argp_value(&p);
-        else if (!strcmp(o, "--bf16")) a.precision = "bf16";
-        else if (!strcmp(o, "--tf32")) a.tf32 = true;
-        else if (!strcmp(o, "--shuffle")) a.shuffle = true;
+        else if (!strcmp(o, "--bf16")) a.precision = argp_flag(&p) ? "bf16" : "fp32";
+        else if (!strcmp(o, "--tf32")) a.tf32 = argp_flag(&p);
+        else if (!strcmp(o, "--shuffle")) a.shuffle = argp_flag(&p);
         else if (!strcmp(o, "--data-mode")) {
             const char *v = argp_value(&p);
             if (!strcmp(v, "padded")) a.padded = true;
@@ -165,9 +193,10 @@ int cmd_train(int argc, char **argv) {
             else if ((a.save_steps = strtol(v, &end, 10)) < 0 || *end || end == v)
                 return cli_usage_error("train", "--save-steps must be a number >= 0 or auto (got '%s')", v);
         }
-        else if (!strcmp(o, "--mtbf-hours")) a.mtbf_hours = argp_double(&p);
-        else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int(&p);
+        else if (!strcmp(o, "--mtbf-hours")) a.mtbf_hours = argp_double_min(&p, 0);
+        else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int_range(&p, 0, INT_MAX);
         else if (!strcmp(o, "--resume-from-checkpoint")) a.resume_from_checkpoint = argp_value(&p);
+        else if (!strcmp(o, "--overwrite-output-dir")) a.overwrite_output_dir = argp_flag(&p);
         else if (!strcmp(o, "--nan-policy")) {
             const char *v = argp_value(&p);
             if (!strcmp(v, "stop")) a.nan_policy = PT_NAN_STOP;
@@ -176,8 +205,7 @@ int cmd_train(int argc, char **argv) {
             else return cli_usage_error("train", "--nan-policy must be stop, skip or rollback");
         }
         else if (!strcmp(o, "--nan-max-count")) {
-            a.nan_max_count = (int)argp_int(&p);
-            if (a.nan_max_count < 0) return cli_usage_error("train", "--nan-max-count must be >= 0");
+            a.nan_max_count = (int)argp_int_range(&p, 0, INT_MAX);
         }
         else if (!strcmp(o, "--inject")) {  // without --supervise: armed in this process
             if (pt_fault_parse(argp_value(&p), faults, 64, &n_faults) != 0) return cli_fail();
@@ -197,5 +225,5 @@ int cmd_train(int argc, char **argv) {
     const int rc = pt_train(&a);
     if (rc == 0) return 0;
     if (!pt_train_error_reported_elsewhere()) cli_fail();
-    return rc == PT_TRAIN_NONFINITE ? 3 : 1;
+    return rc == PT_TRAIN_NONFINITE ? 3 : pt_train_usage_error() ? 2 : 1;
 }

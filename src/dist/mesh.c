@@ -44,9 +44,10 @@ int pt_mesh_validate(const pt_mesh *m, int world, const qwen3_config *cfg) {
         pt_set_error("--tp, --fsdp and --dp must be >= 1 (got %d, %d, %d)", m->tp, m->fsdp, m->dp);
         return -1;
     }
-    if (pt_mesh_world(m) != world) {
-        pt_set_error("the layout tp %d x fsdp %d x dp %d = %d ranks, but the job has %d (mpirun -np %d, or change "
-                     "--tp/--fsdp/--dp)", m->tp, m->fsdp, m->dp, pt_mesh_world(m), world, pt_mesh_world(m));
+    const long long lw = (long long)m->tp * m->fsdp * m->dp;  // 64-bit: the flags allow products past INT_MAX
+    if (lw != world) {
+        pt_set_error("the layout tp %d x fsdp %d x dp %d = %lld ranks, but the job has %d (mpirun -np %lld, or change "
+                     "--tp/--fsdp/--dp)", m->tp, m->fsdp, m->dp, lw, world, lw);
         return -1;
     }
     if (!cfg) return 0;

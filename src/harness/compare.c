@@ -34,8 +34,8 @@ static int profile_tol(const char *p, const char *path, tolerances *t) {
     if (!strcmp(p, "exact")) { *t = (tolerances){0, 0, 10, 0, 0, 10, 0, 0}; return 0; }
     if (!strcmp(p, "fp32")) { *t = (tolerances){1e-5, 1e-3, 10, 1e-4, 1e-2, 10, 5e-3, 5e-3}; return 0; }
     if (!strcmp(p, "bf16")) { *t = (tolerances){1e-4, 1e-2, 10, 5e-4, 8e-2, 10, 2e-2, 2e-2}; return 0; }
-    if (strcmp(p, "custom")) { pt_set_error("compare: unknown profile \"%s\" (exact, fp32, bf16, custom)", p); return -1; }
-    if (!path) { pt_set_error("compare: --profile custom needs --tolerances FILE"); return -1; }
+    if (strcmp(p, "custom")) { pt_set_error("--profile: unknown profile \"%s\" (exact, fp32, bf16, custom)", p); return -1; }
+    if (!path) { pt_set_error("--profile custom: needs --tolerances FILE"); return -1; }
     FILE *f = fopen(path, "rb");
     if (!f) { pt_set_error("%s: cannot open tolerances file", path); return -1; }
     char buf[8192];

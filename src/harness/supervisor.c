@@ -242,8 +242,10 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     for (;;) {
         attempts++;
         int n = wargc;
-        // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch.
+        // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch,
+        // replacing the failed attempt's metrics (the worker refuses a run dir without one of the two).
         if (attempts > 1 && latest_step(o->output_dir) > 0) { argv[n++] = "--resume-from-checkpoint"; argv[n++] = "latest"; }
+        else if (attempts > 1) argv[n++] = "--overwrite-output-dir";
         argv[n] = NULL;
         // A fault fires once: this attempt arms the unfired faults up to and
         // including the first that ends an attempt (kill, hang, enospc); nan
@@ -264,6 +266,8 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != sup_pid) _exit(125);
             pt_fault_disarm_all();
+            // --overwrite-output-dir in the worker keeps this supervisor's events.jsonl.
+            setenv("PT_SUPERVISED_WORKER", "1", 1);
             for (int i = 0; i < o->n_faults; i++)
                 if (armed[i]) pt_fault_arm(&o->faults[i]);
             if (launcher_words) execvp(argv[0], argv);
@@ -343,6 +347,11 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             pt_set_error("worker stopped on a non-finite loss or gradient after step %ld (exit 3); not restarting "
                          "(a restart replays the same batch; see --nan-policy skip|rollback)", seen);
             rc = PT_SUPERVISE_NONFINITE;
+            break;
+        }
+        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 2) {  // usage error: a restart would fail the same way
+            pt_set_error("worker exited with a usage error (exit 2); not restarting");
+            rc = PT_SUPERVISE_USAGE;
             break;
         }
         if (restarts >= o->max_restarts) {

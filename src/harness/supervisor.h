@@ -29,6 +29,9 @@ int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec);
 // when the worker stopped on a non-finite loss/gradient (exit 3): that is
 // deterministic, so it is not retried.
 #define PT_SUPERVISE_NONFINITE 3
+// The worker exited 2 (a usage error, printed by the worker): not retried,
+// a restart would be refused the same way.
+#define PT_SUPERVISE_USAGE 2
 // Longest restart back-off (seconds), however many failures in a row.
 #define PT_SUPERVISE_MAX_BACKOFF_S 30.0
 int pt_supervise(const pt_supervise_opts *o, int worker_argc, char **worker_argv);

@@ -8,6 +8,7 @@
 #include "train/faults.h"
 #include "train/manifest.h"
 #include "train/optim.h"
+#include "train/outdir.h"
 #include "train/schedule.h"
 #include "train/train_state.h"
 #include "util/common.h"
@@ -46,12 +47,16 @@ void pt_train_args_defaults(pt_train_args *a) {
 
 // The layout of a distributed run (NULL on a single process), for args_json.
 static const pt_parallel *g_par;
-static int g_error_elsewhere;
+static int g_error_elsewhere, g_usage_error;
 int pt_train_error_reported_elsewhere(void) { return g_error_elsewhere; }
+int pt_train_usage_error(void) { return g_usage_error; }
 
 static cJSON *args_json(const pt_train_args *a) {
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "model", a->model_dir);
+    // Absolute, so `export` and reports run from another directory find the model (and its tokenizer).
+    char *abs_model = a->model_dir ? realpath(a->model_dir, NULL) : NULL;
+    cJSON_AddStringToObject(r, "model", abs_model ? abs_model : a->model_dir);
+    free(abs_model);
     cJSON_AddStringToObject(r, "data", a->data_path);
     cJSON_AddStringToObject(r, "output_dir", a->output_dir);
     cJSON_AddStringToObject(r, "backend", a->backend);
@@ -96,6 +101,7 @@ static cJSON *args_json(const pt_train_args *a) {
     return r;
 }
 
+#define PT_MAX_ROWS_PER_STEP (1 << 20)
 static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
     if (!a->model_dir) { pt_set_error("--model is required"); return -1; }
     if (!a->data_path) { pt_set_error("--data is required"); return -1; }
@@ -104,6 +110,14 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
     if (a->seq_len <= 0) { pt_set_error("--seq-len must be positive"); return -1; }
     if (a->per_device_train_batch_size <= 0 || a->gradient_accumulation_steps <= 0) {
         pt_set_error("--per-device-train-batch-size and --gradient-accumulation-steps must be positive");
+        return -1;
+    }
+    // Rows per step (B x accumulation, then x the data ranks) are ints in the loader and the
+    // checkpoint: bound the product before it can overflow.
+    if ((int64_t)a->per_device_train_batch_size * a->gradient_accumulation_steps > PT_MAX_ROWS_PER_STEP) {
+        pt_set_error("--per-device-train-batch-size x --gradient-accumulation-steps = %lld rows per step, more than "
+                     "%d", (long long)a->per_device_train_batch_size * a->gradient_accumulation_steps,
+                     PT_MAX_ROWS_PER_STEP);
         return -1;
     }
     if (a->warmup_steps < 0 || a->max_grad_norm < 0 || a->learning_rate < 0 || a->weight_decay < 0 ||
@@ -246,7 +260,15 @@ static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *op
     if (cJSON_IsString(iw)) snprintf(h->initial_weights_sha256, 65, "%s", iw->valuestring);
     if (P ? pt_parallel_load_ckpt(P, c) : pt_load_train_state(c, m, opt)) return -1;
     opt->t = (int)ostep;
-    if ((long)step >= a->max_steps)
+    // Continuing to an earlier --max-steps would rewrite metrics.jsonl and the final model with an
+    // older state, silently dropping the newer results.
+    if ((long)step > a->max_steps) {
+        pt_set_error("%s: the checkpoint is at step %ld, past --max-steps %ld (resuming would replace newer "
+                     "results with older ones)", ckpt_dir(c), (long)step, a->max_steps);
+        g_usage_error = 1;
+        return -1;
+    }
+    if ((long)step == a->max_steps)
         pt_warn("checkpoint step %ld is already at --max-steps %ld", (long)step, a->max_steps);
     return (long)step;
 }
@@ -446,6 +468,28 @@ static void heartbeat(const char *output_dir, int rank, long step, const char *p
     if (fclose(f) == 0 && ok) rename(tmp, fin);
 }
 
+// A fresh run (not resuming) into a directory holding another run's metrics
+// or checkpoints would truncate its metrics and leave its checkpoints and
+// `latest` for a later resume to mix in: refused (as Hugging Face's example
+// scripts do) unless --overwrite-output-dir, which removes that run's files.
+static int prepare_output_dir(const pt_train_args *a) {
+    if (a->resume_from_checkpoint || !pt_outdir_has_run(a->output_dir)) return 0;
+    if (!a->overwrite_output_dir) {
+        pt_set_error("%s: holds a previous run (metrics.jsonl, checkpoint-* or latest); pass "
+                     "--resume-from-checkpoint latest to continue it or --overwrite-output-dir to replace it",
+                     a->output_dir);
+        g_usage_error = 1;
+        return -1;
+    }
+    // Training a model in place (--model DIR = --output-dir DIR): its weights are the input, kept.
+    char *od = realpath(a->output_dir, NULL), *md = realpath(a->model_dir, NULL);
+    const bool same = od && md && !strcmp(od, md);
+    free(od);
+    free(md);
+    // Under --supervise the supervisor's events.jsonl is the current one (harness/supervisor.c).
+    return pt_outdir_clear(a->output_dir, same, !getenv("PT_SUPERVISED_WORKER"));
+}
+
 // ---------------------------------------------------------------- the loop
 
 int pt_train(const pt_train_args *a) {
@@ -482,8 +526,11 @@ int pt_train(const pt_train_args *a) {
     const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
     int data_world = 1, data_rank = 0;
 
-    if (validate(a, &sched) != 0) goto setup_done;
-    if (rank == 0 && pt_mkdir_p(a->output_dir) != 0) goto setup_done;
+    if (validate(a, &sched) != 0) {
+        g_usage_error = 1;
+        goto setup_done;
+    }
+    if (rank == 0 && prepare_output_dir(a) != 0) goto setup_done;
     be = pt_backend_create(a->backend);
     if (!be) goto setup_done;
     be->tf32 = a->tf32;  // before the first kernel
@@ -503,6 +550,7 @@ int pt_train(const pt_train_args *a) {
     }
     if (T > mdl->cfg.max_position_embeddings) {
         pt_set_error("--seq-len %d exceeds the model's max_position_embeddings %d", T, mdl->cfg.max_position_embeddings);
+        g_usage_error = 1;
         goto setup_done;
     }
     {
@@ -520,9 +568,11 @@ int pt_train(const pt_train_args *a) {
     }
     {
         int acp, ace;
-        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0 ||
-            qwen3_set_activation_checkpointing(mdl, acp, ace) != 0)
+        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0) {
+            g_usage_error = 1;
             goto setup_done;
+        }
+        if (qwen3_set_activation_checkpointing(mdl, acp, ace) != 0) goto setup_done;
     }
     if (a->precision && strcmp(a->precision, "fp32")) {
         if (P) {
@@ -534,6 +584,8 @@ int pt_train(const pt_train_args *a) {
     }
     if (qwen3_alloc_activations(mdl, B, T) != 0) goto setup_done;
     snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
+    // Created only now: a run refused during set-up leaves no empty output directory behind.
+    if (rank == 0 && pt_mkdir_p(a->output_dir) != 0) goto setup_done;
     setup_ok = 1;
 setup_done:
     if (world) {

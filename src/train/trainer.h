@@ -32,6 +32,7 @@ typedef struct {
     double mtbf_hours;        // mean time between failures for --save-steps auto
     int save_total_limit;     // keep the newest K checkpoints (0: all)
     const char *resume_from_checkpoint;  // NULL, "latest" or a checkpoint dir
+    bool overwrite_output_dir;  // remove a previous run's files first (else a fresh run there is refused)
     int nan_policy;           // PT_NAN_STOP (default), PT_NAN_SKIP, PT_NAN_ROLLBACK (docs/RECOVERY.md)
     int nan_max_count;        // skip/rollback handle at most this many non-finite steps (3); then stop
     // Distribution (docs/DISTRIBUTED.md): 0 = derived. Under an MPI launcher
@@ -57,6 +58,9 @@ void pt_train_args_defaults(pt_train_args *a);
 // error every rank shares (layout, configuration, a collective verdict): rank
 // 0 reports it, so the caller stays silent.
 int pt_train_error_reported_elsewhere(void);
+// After pt_train failed: the error was in the arguments (missing or invalid
+// flags, an output dir holding another run), so the CLI exits 2.
+int pt_train_usage_error(void);
 // Runs training; writes OUTPUT/metrics.jsonl, OUTPUT/train_args.json and the
 // final HF model into OUTPUT. Returns 0, -1 (error set) or PT_TRAIN_NONFINITE
 // (error set).

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# CLI guards from the CLI audit: a fresh train into a previous run's directory is refused unless
+# --resume-from-checkpoint or --overwrite-output-dir (which removes only portatrain's files); resuming
+# past --max-steps is refused; boolean flags honour or reject "=value"; numeric flags are range-checked
+# before any narrowing; topo, ckpt bench, eval, --supervise and the exit codes / message prefixes.
+set -uo pipefail
+B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0
+. "$S/tests/cli_check.sh"
+G="$S/tests/fixtures/golden/tied"
+tr() { # OUT [extra...]: 4 steps on the tied fixture
+    local out=$1; shift
+    "$B" train --model "$G" --data "$G/data.bin" --output-dir "$out" --max-steps 4 --seq-len 16 \
+        --per-device-train-batch-size 2 --learning-rate 3e-3 --quiet "$@"
+}
+ok0() { if "$@" >"$T/out" 2>&1; then echo "ok: $*"; else echo "FAIL (rc $?, want 0): $*"; cat "$T/out"; fail=1; fi; }
+yes_() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
+
+# 1. a previous run in --output-dir
+ok0 tr "$T/run" --save-steps 2
+check 2 "^portatrain: error: $T/run: holds a previous run.*--overwrite-output-dir" -- tr "$T/run"
+yes_ '[ "$(wc -l < "$T/run/metrics.jsonl")" = 4 ] && [ -d "$T/run/checkpoint-4" ]' "a refused run leaves the old one intact"
+echo mine > "$T/run/notes.txt"; mkdir -p "$T/run/heartbeats"; echo mine > "$T/run/heartbeats/keep.txt"
+ok0 tr "$T/run" --overwrite-output-dir --save-steps 3 --max-steps 3
+yes_ '[ ! -e "$T/run/checkpoint-2" ] && [ ! -e "$T/run/checkpoint-4" ] && [ -d "$T/run/checkpoint-3" ]' \
+    "--overwrite-output-dir removes the old checkpoints"
+yes_ '[ "$(cat "$T/run/latest")" = checkpoint-3 ] && [ "$(wc -l < "$T/run/metrics.jsonl")" = 3 ]' \
+    "--overwrite-output-dir: latest and metrics are the new run's"
+yes_ '[ "$(cat "$T/run/notes.txt")" = mine ] && [ -f "$T/run/heartbeats/keep.txt" ]' "user files are kept"
+# a checkpoint directory without metrics (killed between rename and latest) also marks a run
+mkdir -p "$T/ck/checkpoint-5"
+check 2 "holds a previous run" -- tr "$T/ck"
+# the run config records the model as an absolute path (export from elsewhere finds its tokenizer)
+mkdir -p "$T/wd/mtok"; cp "$G/config.json" "$G/model.safetensors" "$T/wd/mtok/"; echo '{"tok": 1}' > "$T/wd/mtok/tokenizer.json"
+(cd "$T/wd" && "$B" train --model mtok --data "$G/data.bin" --output-dir "$T/rel" --max-steps 1 --save-steps 1 \
+    --seq-len 16 --per-device-train-batch-size 2 --quiet)
+jcheck "$T/rel/train_args.json" "r['model'] == '$T/wd/mtok' or r['model'].endswith('/wd/mtok') and r['model'].startswith('/')" \
+    "train_args.json: model is absolute"
+(cd / && "$B" export --checkpoint "$T/rel/checkpoint-1" --output-dir "$T/rel_export" 2>/dev/null)
+yes_ 'cmp -s "$T/wd/mtok/tokenizer.json" "$T/rel_export/tokenizer.json"' "export from another directory copies the tokenizer"
+
+# 2. resuming past --max-steps
+check 2 "past --max-steps 2" -- tr "$T/run" --resume-from-checkpoint latest --max-steps 2
+yes_ '[ "$(wc -l < "$T/run/metrics.jsonl")" = 3 ]' "a refused resume keeps the newer metrics"
+
+# 3. boolean flags with =value
+ok0 tr "$T/b1" --max-steps 1 --bf16=false
+jcheck "$T/b1/train_args.json" "r['precision'] == 'fp32'" "--bf16=false is fp32"
+ok0 tr "$T/b2" --max-steps 1 --bf16=YES --quiet=1
+jcheck "$T/b2/train_args.json" "r['precision'] == 'bf16'" "--bf16=YES is bf16"
+check 2 "option --bf16 takes no value or one of true/false" -- tr "$T/b3" --bf16=maybe
+check 2 "option --shuffle takes no value or one of" -- tr "$T/b3" --shuffle=2
+check 2 "option --json takes no value or one of" -- "$B" topo --world 1 --config "$G/config.json" --json=x
+yes_ '[ ! -e "$T/b3" ]' "rejected flags create no output dir"
+
+# 4. numeric ranges
+check 2 "option --seq-len must be in \[1, " -- tr "$T/n" --seq-len 4294967312
+check 2 "option --per-device-train-batch-size must be in" -- tr "$T/n" --per-device-train-batch-size -1
+check 2 "rows per step, more than" -- tr "$T/n" --per-device-train-batch-size 1000 --gradient-accumulation-steps 3000000
+check 2 "option --learning-rate expects a number" -- tr "$T/n" --learning-rate nan
+check 2 "option --learning-rate expects a number" -- tr "$T/n" --learning-rate inf
+check 2 "option --learning-rate must be >= 0" -- tr "$T/n" --learning-rate -1e-3
+check 2 "option --tp must be in" -- tr "$T/n" --tp 0
+check 2 "option --tp must be in" -- tr "$T/n" --tp=-2
+check 2 "option --seq-len must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 4294967312
+check 2 "option --max-batches must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 16 --max-batches -3
+check 2 "option --max-shard-size must be in" -- "$B" export --checkpoint "$T/run/checkpoint-3" --output-dir "$T/ex" \
+    --max-shard-size -1
+check 2 "option --seq-len must be in" -- "$B" accept --baseline cpu-ref:fp32 --candidate cpu:fp32 --output-dir "$T/n" \
+    --seq-len 4294967312
+yes_ '[ ! -e "$T/n" ] && [ ! -e "$T/ex" ]' "range errors create no output dir"
+
+# 5. topo --tp 0 (was SIGFPE)
+check 2 "option --tp must be in" -- "$B" topo --world 4 --tp 0 --config "$G/config.json"
+check 1 "tp 65536 x fsdp 65536 x dp 1 = 4294967296 ranks" -- "$B" topo --world 4 --tp 65536 --fsdp 65536 \
+    --config "$G/config.json"
+
+# 6. ckpt bench into a run's directory
+check 2 "ckpt bench needs an empty or new scratch directory" -- "$B" ckpt bench --config "$G/config.json" \
+    --output-dir "$T/run" --reps 1
+yes_ '[ -d "$T/run/checkpoint-3" ] && [ "$(cat "$T/run/latest")" = checkpoint-3 ]' "ckpt bench left the run alone"
+
+# 7. eval: --max-batches 0, a non-finite loss
+check 2 "option --max-batches must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 16 --max-batches 0
+mkdir -p "$T/nanmodel"; cp "$G/config.json" "$T/nanmodel/"
+python3 - "$G/model.safetensors" "$T/nanmodel/model.safetensors" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+b[8 + n:] = b"\xff" * (len(b) - 8 - n)  # every weight NaN
+open(sys.argv[2], "wb").write(b)
+PY
+check 3 "portatrain: error: .*non-finite eval loss" -- "$B" eval --model "$T/nanmodel" --data "$G/data.bin" --seq-len 16
+"$B" eval --model "$T/nanmodel" --data "$G/data.bin" --seq-len 16 2>/dev/null >"$T/nan.json"
+jcheck "$T/nan.json" "r['loss'] is None and r['perplexity'] is None" "eval prints valid JSON (null) for a NaN loss"
+
+# 8. --supervise
+check 2 "^portatrain: error: $T/run: holds a previous run" -- tr "$T/run" --supervise
+yes_ '[ ! -e "$T/run/events.jsonl" ]' "--supervise refuses before writing events.jsonl"
+check 2 "option --max-restarts expects an integer" -- tr "$T/sv" --supervise --max-restarts abc
+check 2 "option --hang-timeout must be >= 0" -- tr "$T/sv" --supervise --hang-timeout -1
+ok0 "$B" train --model "$G" --data "$G/data.bin" --output-dir="$T/sv_eq2" --max-steps 2 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet --supervise
+yes_ '[ -f "$T/sv_eq2/recovery.json" ] && [ -f "$T/sv_eq2/model.safetensors" ]' "--supervise --output-dir=X is honoured"
+# a worker usage error (exit 2) is passed through at once, not retried
+check 2 "must be fp32 or bf16" -- tr "$T/sv2" --supervise --precision fp16 --max-restarts 3 --restart-backoff 5
+yes_ '[ "$(grep -c "\"event\": \"restart\"" "$T/sv2/events.jsonl")" = 0 ]' "no restart after a usage error"
+# a worker killed before its first checkpoint restarts from scratch (no checkpoint to resume)
+ok0 tr "$T/sv3" --supervise --max-steps 6 --save-steps 4 --inject kill:step=2
+jcheck "$T/sv3/recovery.json" "r['completed'] and r['restarts'] == 1" "supervised restart before the first checkpoint"
+yes_ '[ -f "$T/sv3/events.jsonl" ] && [ "$(wc -l < "$T/sv3/metrics.jsonl")" = 6 ]' \
+    "the restart kept events.jsonl and rewrote metrics"
+
+# 9. exit codes and message prefixes
+check 2 "portatrain: error: --data is required" -- "$B" train --model "$G" --output-dir "$T/e1" --max-steps 1 --seq-len 16
+check 2 "portatrain: error: --model is required" -- "$B" train --data "$G/data.bin" --output-dir "$T/e1" --max-steps 1 \
+    --seq-len 16
+check 2 "portatrain: error: --max-steps must be positive" -- "$B" train --model "$G" --data "$G/data.bin" \
+    --output-dir "$T/e1" --seq-len 16
+check 2 "lr-scheduler-type 'nope' unknown" -- tr "$T/e1" --lr-scheduler-type nope
+check 2 "seq-len 100000 exceeds" -- tr "$T/e1" --seq-len 100000
+check 2 "activation-checkpointing 'bogus'" -- tr "$T/e1" --activation-checkpointing bogus
+yes_ '[ ! -e "$T/e1" ]' "validation failures leave no output dir"
+check 2 "^portatrain: error: --profile: unknown profile" -- "$B" compare --profile nope "$T/run" "$T/run"
+yes_ '! grep -q "compare: compare:" "$T/out"' "compare: no doubled prefix"
+check 2 "^portatrain: error: " -- "$B" accept --baseline nope:fp32 --candidate cpu:fp32 --output-dir "$T/acc"
+exit $fail
