@@ -123,4 +123,11 @@ yes_ '[ ! -e "$T/e1" ]' "validation failures leave no output dir"
 check 2 "^portatrain: error: --profile: unknown profile" -- "$B" compare --profile nope "$T/run" "$T/run"
 yes_ '! grep -q "compare: compare:" "$T/out"' "compare: no doubled prefix"
 check 2 "^portatrain: error: " -- "$B" accept --baseline nope:fp32 --candidate cpu:fp32 --output-dir "$T/acc"
+# 10. --help anywhere prints the command's help on stdout and exits 0 (a subcommand's --help too)
+for c in init train eval tokenizer tokenize ckpt "ckpt inspect" "ckpt verify" "ckpt bench" export compare accept topo \
+         report devices; do
+    # shellcheck disable=SC2086
+    "$B" $c --help >"$T/help" 2>"$T/help.err"; rc=$?
+    yes_ '[ $rc = 0 ] && grep -q "usage: portatrain" "$T/help" && [ ! -s "$T/help.err" ]' "$c --help: usage on stdout, exit 0"
+done
 exit $fail

@@ -231,10 +231,15 @@ static int bench(int argc, char **argv) {
 }
 
 int cmd_ckpt(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    if (argc < 2) {
         help();
-        return argc < 2 ? 2 : 0;
+        return 2;
     }
+    for (int i = 1; i < argc; i++)  // `ckpt verify --help` is a request for help, not a bad argument
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help();
+            return 0;
+        }
     const char *sub = argv[1];
     if (!strcmp(sub, "bench")) return bench(argc, argv);
     const char *dir = NULL;

@@ -10,8 +10,9 @@
 #include <math.h>
 #include "util/common.h"
 
-static void usage(void) {
-    fprintf(stderr,
+// --help prints to stdout (exit 0); a usage error prints to stderr (exit 2).
+static void usage(FILE *to) {
+    fprintf(to,
             "usage: portatrain compare RUN_A RUN_B [--profile exact|fp32|bf16|custom] [--tolerances FILE]\n"
             "                          [--json OUT] [--format-a F] [--format-b F]\n"
             "       portatrain compare --seeds A1,A2,... B1,B2,... [--target-loss L] [--window W] [--alpha P] [--json OUT]\n"
@@ -77,7 +78,7 @@ int cmd_compare(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--profile") && has) o.profile = argv[++i];
         else if (!strcmp(a, "--tolerances") && has) { o.tolerances_path = argv[++i]; if (!o.profile) o.profile = "custom"; }
         else if (!strcmp(a, "--json") && has) json_out = argv[++i];
@@ -87,11 +88,11 @@ int cmd_compare(int argc, char **argv) {
         else if (!strcmp(a, "--alpha") && has) so.alpha = argp_parse_double("compare", a, argv[++i], 0);
         else if (!strcmp(a, "--format-a") && has) o.format_a = argv[++i];
         else if (!strcmp(a, "--format-b") && has) o.format_b = argv[++i];
-        else if (a[0] == '-' && a[1] == '-') { fprintf(stderr, "portatrain: error: %s: unknown or incomplete option\n", a); usage(); return 2; }
+        else if (a[0] == '-' && a[1] == '-') { fprintf(stderr, "portatrain: error: %s: unknown or incomplete option\n", a); usage(stderr); return 2; }
         else if (np < 2) pos[np++] = a;
         else { fprintf(stderr, "portatrain: error: %s: too many arguments\n", a); return 2; }
     }
-    if (np != 2) { usage(); return 2; }
+    if (np != 2) { usage(stderr); return 2; }
     if (seeds) return compare_seeds(pos[0], pos[1], &so, json_out);
     cJSON *res = NULL;
     int rc = pt_compare_runs(pos[0], pos[1], &o, &res);
