@@ -4,7 +4,7 @@
 # the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export copies
 # every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
 # (export error, ckpt verify); 4. tied config + differing lm_head.weight refused; 5. head_dim defaults to
-# 128; 6. eos_token_id lists, hidden_act swish and pad_token_id.
+# 128; 5b. num_key_value_heads absent (32) or null (= heads); 6. eos_token_id lists, hidden_act swish and pad_token_id.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -126,6 +126,30 @@ raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 print(json.loads(raw[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]["shape"])
 PY
 expect "q_proj is [heads*128, hidden]" '[ "$(cat "$T/shape")" = "[512, 64]" ]'
+
+# --- 5b. num_key_value_heads: absent -> 32 (Qwen3Config's default), null -> num_attention_heads ---
+for kv in absent null; do
+    python3 - "$kv" "$T/kv_$kv.json" <<'PY'
+import json, sys
+c = {"model_type": "qwen3", "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1,
+     "num_attention_heads": 32, "head_dim": 8, "tie_word_embeddings": True}
+if sys.argv[1] == "null": c["num_key_value_heads"] = None
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    check 0 "" -- "$B" init --config "$T/kv_$kv.json" --output-dir "$T/kv_$kv"
+done
+jcheck "$T/kv_absent/config.json" 'r["num_key_value_heads"] == 32' "num_key_value_heads absent -> 32"
+jcheck "$T/kv_null/config.json" 'r["num_key_value_heads"] == 32' "num_key_value_heads null -> num_attention_heads"
+python3 - "$T/kv_null.json" "$T/kv_16.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_attention_heads"] = 16; c["num_key_value_heads"] = None
+json.dump(c, open(sys.argv[2], "w"))
+c.pop("num_key_value_heads"); json.dump(c, open(sys.argv[2] + ".absent", "w"))
+PY
+check 0 "" -- "$B" init --config "$T/kv_16.json" --output-dir "$T/kv_16"
+jcheck "$T/kv_16/config.json" 'r["num_key_value_heads"] == 16' "num_key_value_heads null, 16 heads -> 16"
+check 1 "no num_key_value_heads: Qwen3Config's default 32 does not divide num_attention_heads (16)" -- \
+    "$B" init --config "$T/kv_16.json.absent" --output-dir "$T/kv_16a"
 
 # --- 6. eos_token_id as a list, hidden_act "swish" (= silu in transformers' ACT2FN), pad_token_id: accepted and kept ---
 mkdir -p "$T/ids"

@@ -107,8 +107,17 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
     } else if (get_int_field(root, "eos_token_id", &c->eos_token_id, false, what)) {
         goto done;
     }
-    c->num_key_value_heads = c->num_attention_heads;
+    // Qwen3Config: an absent num_key_value_heads is its default 32; an explicit null means
+    // num_attention_heads (plain multi-head attention).
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads");
+    c->num_key_value_heads = !kv ? 32 : c->num_attention_heads;
     if (get_int_field(root, "num_key_value_heads", &c->num_key_value_heads, false, what)) goto done;
+    if (!kv && c->num_attention_heads % 32 != 0) {
+        pt_set_error("%s: no num_key_value_heads: Qwen3Config's default 32 does not divide num_attention_heads "
+                     "(%d); add \"num_key_value_heads\" (%d for plain multi-head attention)",
+                     what, c->num_attention_heads, c->num_attention_heads);
+        goto done;
+    }
     // Qwen3Config's default (transformers 5.25), not hidden_size / heads: the
     // same config.json must describe the same model in both.
     c->head_dim = 128;
