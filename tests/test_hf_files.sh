@@ -4,7 +4,8 @@
 # the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export copies
 # every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
 # (export error, ckpt verify); 4. tied config + differing lm_head.weight refused; 5. head_dim defaults to
-# 128; 5b. num_key_value_heads absent (32) or null (= heads); 6. eos_token_id lists, hidden_act swish and pad_token_id.
+# 128; 5b. num_key_value_heads absent (32) or null (= heads), attention_dropout kept,
+# training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -150,6 +151,16 @@ check 0 "" -- "$B" init --config "$T/kv_16.json" --output-dir "$T/kv_16"
 jcheck "$T/kv_16/config.json" 'r["num_key_value_heads"] == 16' "num_key_value_heads null, 16 heads -> 16"
 check 1 "no num_key_value_heads: Qwen3Config's default 32 does not divide num_attention_heads (16)" -- \
     "$B" init --config "$T/kv_16.json.absent" --output-dir "$T/kv_16a"
+
+python3 - "$T/kv_null.json" "$T/drop.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["attention_dropout"] = 0.1; json.dump(c, open(sys.argv[2], "w"))
+PY
+check 0 "" -- "$B" init --config "$T/drop.json" --output-dir "$T/drop"
+jcheck "$T/drop/config.json" 'r["attention_dropout"] == 0.1' "attention_dropout kept"
+check 0 '"loss"' -- "$B" eval --model "$T/drop" --data "$F/data.bin" --seq-len 16 --max-batches 1
+check 1 "attention_dropout 0.1: training with attention dropout is not supported" -- "$B" train --model "$T/drop" \
+    --data "$F/data.bin" --output-dir "$T/drop_run" --max-steps 1 --seq-len 16 --per-device-train-batch-size 2 --quiet
 
 # --- 6. eos_token_id as a list, hidden_act "swish" (= silu in transformers' ACT2FN), pad_token_id: accepted and kept ---
 mkdir -p "$T/ids"

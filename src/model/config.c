@@ -158,6 +158,14 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
         pt_set_error("%s: use_sliding_window true is not supported", what);
         goto done;
     }
+    // Kept and written back; training refuses a non-zero rate (trainer.c), eval ignores it as
+    // transformers does in eval mode.
+    c->attention_dropout = 0;
+    if (pt_json_get_double(root, "attention_dropout", &c->attention_dropout, what) < 0) goto done;
+    if (!(c->attention_dropout >= 0 && c->attention_dropout < 1)) {
+        pt_set_error("%s: field \"attention_dropout\" must be in [0, 1), got %g", what, c->attention_dropout);
+        goto done;
+    }
     const char *act = NULL;
     if (pt_json_get_string(root, "hidden_act", &act, what) < 0) goto done;
     // transformers' ACT2FN maps "swish" to the same SiLU as "silu"
@@ -185,7 +193,7 @@ cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON *arch = cJSON_AddArrayToObject(r, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
     cJSON_AddBoolToObject(r, "attention_bias", 0);
-    cJSON_AddNumberToObject(r, "attention_dropout", 0.0);
+    cJSON_AddNumberToObject(r, "attention_dropout", c->attention_dropout);
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(r, "bos_token_id", c->bos_token_id);
     if (c->num_eos_token_ids > 0) {
         cJSON *ids = cJSON_AddArrayToObject(r, "eos_token_id");

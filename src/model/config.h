@@ -18,6 +18,7 @@ typedef struct {
     double rms_norm_eps;
     double rope_theta;
     double initializer_range;
+    double attention_dropout;        // transformers' training-mode dropout; training here needs 0
     bool tie_word_embeddings;
     int bos_token_id, eos_token_id;  // -1 when absent; eos_token_id: the first id of a list
     int pad_token_id;                // -1 when absent

@@ -535,6 +535,11 @@ int pt_train(const pt_train_args *a) {
     if (!be) goto setup_done;
     be->tf32 = a->tf32;  // before the first kernel
     if (hf_model_load(&model, a->model_dir, be) != 0) goto setup_done;
+    if (model.cfg.attention_dropout != 0) {  // transformers would drop attention weights; we have no dropout
+        pt_set_error("%s/config.json: attention_dropout %g: training with attention dropout is not supported "
+                     "(set it to 0.0, as Qwen3 releases do)", a->model_dir, model.cfg.attention_dropout);
+        goto setup_done;
+    }
     pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
     if (world) {
         pt_mesh mesh;
