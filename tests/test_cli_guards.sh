@@ -103,7 +103,11 @@ ok0 "$B" train --model "$G" --data "$G/data.bin" --output-dir="$T/sv_eq2" --max-
 yes_ '[ -f "$T/sv_eq2/recovery.json" ] && [ -f "$T/sv_eq2/model.safetensors" ]' "--supervise --output-dir=X is honoured"
 # a worker usage error (exit 2) is passed through at once, not retried
 check 2 "must be fp32 or bf16" -- tr "$T/sv2" --supervise --precision fp16 --max-restarts 3 --restart-backoff 5
-yes_ '[ "$(grep -c "\"event\": \"restart\"" "$T/sv2/events.jsonl")" = 0 ]' "no restart after a usage error"
+yes_ '[ "$(grep -c "must be fp32 or bf16" "$T/out")" = 1 ]' "no restart after a usage error (one worker ran)"
+yes_ '[ ! -e "$T/sv2" ]' "a supervised usage error leaves no output dir (no events.jsonl)"
+mkdir -p "$T/sv4"; echo mine > "$T/sv4/notes.txt"
+check 2 "must be fp32 or bf16" -- tr "$T/sv4" --supervise --precision fp16
+yes_ '[ "$(ls "$T/sv4")" = notes.txt ]' "  in an existing dir: only the user's file is left"
 # a worker killed before its first checkpoint restarts from scratch (no checkpoint to resume)
 ok0 tr "$T/sv3" --supervise --max-steps 6 --save-steps 4 --inject kill:step=2
 jcheck "$T/sv3/recovery.json" "r['completed'] and r['restarts'] == 1" "supervised restart before the first checkpoint"

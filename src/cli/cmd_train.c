@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -130,13 +131,27 @@ static int supervise(int argc, char **argv) {
                 so.output_dir);  // the same line as the worker's refusal
         return 2;
     }
+    struct stat before;
+    const bool dir_existed = stat(so.output_dir, &before) == 0;
     if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
     pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
     pt_fault_sort(so.faults, so.n_faults);
     const int rc = pt_supervise(&so, n, w);
     free(w);
     if (rc == 0) return 0;
-    if (rc == PT_SUPERVISE_USAGE) return 2;  // the worker printed its usage error
+    if (rc == PT_SUPERVISE_USAGE) {  // the worker printed its usage error
+        // A worker that refused its arguments wrote nothing: take back the supervisor's own files
+        // (and the directory it created) so the refused command leaves no trace, as train does.
+        if (!pt_outdir_has_run(so.output_dir)) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/events.jsonl", so.output_dir);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/recovery.json", so.output_dir);
+            unlink(p);
+            if (!dir_existed) rmdir(so.output_dir);  // fails, harmlessly, unless it is empty
+        }
+        return 2;
+    }
     cli_fail();
     return rc == PT_SUPERVISE_NONFINITE ? 3 : 1;
 }
