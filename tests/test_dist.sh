@@ -149,7 +149,7 @@ done
 errcheck() { # want_pattern label cmd...
   local pat=$1 label=$2; shift 2
   local t0=$SECONDS
-  "$@" >"$T/out" 2>&1; local rc=$?
+  "$@" >"$T/out" 2>&1; local rc=$?; last_rc=$rc
   local n; n=$(grep -c "portatrain: error:" "$T/out")
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q -- "$pat" "$T/out" && [ "$n" -eq 1 ] && [ $((SECONDS - t0)) -lt 60 ]; then
     echo "ok: $label"
@@ -167,6 +167,12 @@ errcheck "rank 2 was started with other arguments than rank 0: seq_len is 8 ther
 errcheck "not every rank joined within 3 s" "a missing rank" \
   env PT_TEST_DIST_STALL_RANK=1 PT_DIST_STARTUP_TIMEOUT=3 "${MPIRUN[@]}" -x PT_TEST_DIST_STALL_RANK -x PT_DIST_STARTUP_TIMEOUT \
   -np 2 "$PORTATRAIN" "${base[@]}"
+# a refused output dir (a previous run) is a usage error on every rank: mpirun exits 2, not 1
+errcheck "holds a previous run" "a refused output dir" \
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" train --model "$T/init_untied" --data "$data" --output-dir "$T/untied/single" \
+  --max-steps 2 --seq-len 16 --quiet
+if [ "$last_rc" = 2 ]; then echo "ok: a refused output dir exits 2 under mpirun"
+else echo "FAIL: a refused output dir exits $last_rc under mpirun (want 2)"; fail=1; fi
 check 2 "required" -- "$PORTATRAIN" topo --world 4 --tp 2
 check 1 "num_key_value_heads 2 is not divisible" -- "$PORTATRAIN" topo --world 8 --tp 8 --model "$T/init_untied"
 

@@ -372,6 +372,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     cJSON *rep = cJSON_CreateObject();
     cJSON_AddBoolToObject(rep, "ok", ok);
     if (!ok) cJSON_AddStringToObject(rep, "error", pt_last_error());
+    if (!ok) cJSON_AddBoolToObject(rep, "usage", g_usage_error);
     cJSON *aj = args_json(a);
     cJSON_DeleteItemFromObject(aj, "omp_threads");  // may differ per rank
     cJSON_AddItemToObject(rep, "args", aj);
@@ -382,7 +383,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     char *all = NULL;
     pt_comm_gather_bytes(world, text, strlen(text), 0, &all, counts);
     free(text);
-    struct { int ok; char text[2044]; } verdict;
+    struct { int ok, usage; char text[2040]; } verdict;  // usage: every rank exits 2 (a usage error)
     memset(&verdict, 0, sizeof verdict);
     verdict.ok = 1;
     if (me == 0) {
@@ -396,6 +397,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
                 if (r == 0) snprintf(verdict.text, sizeof verdict.text, "%s", cJSON_IsString(e) ? e->valuestring : "?");
                 else snprintf(verdict.text, sizeof verdict.text, "rank %d: %s", r, cJSON_IsString(e) ? e->valuestring : "?");
                 verdict.ok = 0;
+                verdict.usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "usage"));
             } else if (r == 0) {
                 args0 = cJSON_DetachItemFromObject(rj, "args");
             } else {
@@ -421,6 +423,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     free(counts);
     pt_comm_broadcast(world, &verdict, sizeof verdict, 0);
     if (verdict.ok) return 0;
+    g_usage_error = verdict.usage;
     pt_set_error("%s", verdict.text);
     return -1;
 }
@@ -530,7 +533,16 @@ int pt_train(const pt_train_args *a) {
         g_usage_error = 1;
         goto setup_done;
     }
-    if (rank == 0 && prepare_output_dir(a) != 0) goto setup_done;
+    if (world) {
+        // Rank 0 alone looks at the output dir; the others must learn of a refusal now, before the
+        // collectives of the set-up below would wait for rank 0 until the start-up timeout.
+        if (startup_agree(world, rank != 0 || prepare_output_dir(a) == 0, a) != 0) {
+            alarm(0);
+            goto done;
+        }
+    } else if (prepare_output_dir(a) != 0) {
+        goto setup_done;
+    }
     be = pt_backend_create(a->backend);
     if (!be) goto setup_done;
     be->tf32 = a->tf32;  // before the first kernel
