@@ -20,4 +20,27 @@ else
     [ ! -e "$T/ocl" ] && echo "ok: nothing ran for an opencl SPEC without a platform" || { echo "FAIL: ran with no OpenCL platform"; fail=1; }
 fi
 
+# 2. a rerun into the same --output-dir: first a full suite (ACCEPTED), kept in $T/a
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a"
+# an input inside a directory the suite empties is refused before it is deleted (was: the candidate
+# "did not train", REJECTED, the user's model gone)
+check 2 "portatrain: error: accept: --model $T/a/candidate: lies inside $T/a/candidate, which the suite empties" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/a/candidate"
+[ -s "$T/a/candidate/model.safetensors" ] && echo "ok: the --model dir is untouched" || { echo "FAIL: --model dir deleted"; fail=1; }
+cp -r "$T/a" "$T/b"
+# a rerun whose baseline cannot run (exit 2, no report) leaves no old ACCEPTED report or old runs behind
+mkdir -p "$T/empty"
+check 2 "empty/config.json" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/empty"
+for f in report.json report.html report.md candidate portability recovery logs/recovery.log; do
+    [ ! -e "$T/a/$f" ] && echo "ok: no stale $f after a failed rerun" || { echo "FAIL: stale $f from the earlier run"; fail=1; }
+done
+# a rerun killed mid-suite (SIGTERM during the baseline) leaves no old report either
+( exec "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --steps 400 --output-dir "$T/b" ) >/dev/null 2>&1 &
+apid=$!
+# (the old run's files are there from the start: wait for this run's baseline to be training)
+for _ in $(seq 1 300); do grep -q -- "--max-steps 400" "$T/b/logs/baseline.log" 2>/dev/null && [ -s "$T/b/baseline/metrics.jsonl" ] && break; sleep 0.1; done
+kill -TERM "$apid"; wait "$apid" 2>/dev/null
+[ ! -e "$T/b/report.json" ] && [ ! -e "$T/b/report.html" ] && [ ! -e "$T/b/recovery" ] \
+  && echo "ok: an interrupted rerun leaves no old report" || { echo "FAIL: old report/runs next to an interrupted rerun"; fail=1; }
+
 exit $fail

@@ -1160,30 +1160,63 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
     return metrics_load(b->dir, &b->m);
 }
 
+// Whether path (an existing file or dir) lies inside dir (or is it). A dir
+// that does not exist yet holds nothing.
+static bool path_inside(const char *path, const char *dir) {
+    char *src = realpath(path, NULL), *d = realpath(dir, NULL);
+    bool inside = false;
+    if (src && d) {
+        const size_t n = strlen(d);
+        inside = strncmp(src, d, n) == 0 && (src[n] == 0 || src[n] == '/' || (n == 1 && d[0] == '/'));
+    }
+    free(src);
+    free(d);
+    return inside;
+}
+
+// What the suite empties under OUT before a run (init only when it makes the
+// initial model itself); the stale report goes too, so that an interrupted
+// or failed rerun never leaves an old verdict next to new runs.
+static const char *const rewritten[] = {"baseline", "candidate", "portability", "recovery", "init"};
+static const char *const old_files[] = {"report.json", "report.html", "report.md", "logs/init.log", "logs/baseline.log",
+    "logs/eval_baseline.log", "logs/candidate.log", "logs/eval_candidate.log", "logs/candidate_from_baseline.log",
+    "logs/baseline_from_candidate.log", "logs/recovery.log"};
+
 // The suite empties OUT/baseline (and the other run directories under OUT)
 // before it reads --baseline-run: a source there would be deleted first.
 static int baseline_inside_output(const pt_accept_opts *o) {
-    char *src = realpath(o->baseline_run, NULL);
-    char *out = realpath(o->output_dir, NULL);  // NULL: OUT does not exist yet, so cannot hold the source
-    int rc = 0;
-    if (src && out) {
-        size_t n = strlen(out);
-        bool inside = strncmp(src, out, n) == 0 && (src[n] == 0 || src[n] == '/' || (n == 1 && out[0] == '/'));
-        if (inside) {
-            pt_set_error("accept: --baseline-run %s: lies inside --output-dir %s, which the suite rewrites "
-                         "(copy the run elsewhere first)",
-                         o->baseline_run, o->output_dir);
-            rc = -1;
-        }
+    if (o->baseline_run && path_inside(o->baseline_run, o->output_dir)) {
+        pt_set_error("accept: --baseline-run %s: lies inside --output-dir %s, which the suite rewrites "
+                     "(copy the run elsewhere first)",
+                     o->baseline_run, o->output_dir);
+        return -1;
     }
-    free(src);
-    free(out);
-    return rc;
+    return 0;
+}
+
+// Any other input in a directory the suite empties would vanish under it.
+static int input_inside_output(const pt_accept_opts *o) {
+    const char *in[][2] = {{o->model_dir, "--model"}, {o->model_dir ? NULL : o->config_path, "--config"},
+                           {o->model_dir ? NULL : o->tokenizer_dir, "--tokenizer-dir"}, {o->train_data, "--train-data"},
+                           {o->eval_data, "--eval-data"}, {o->price_table, "--price-table"}};
+    for (size_t k = 0; k < PT_ARRAY_LEN(rewritten); k++) {
+        if (!strcmp(rewritten[k], "init") && o->model_dir) continue;
+        char *d = pt_path_join(o->output_dir, rewritten[k]);
+        for (size_t i = 0; i < PT_ARRAY_LEN(in); i++)
+            if (in[i][0] && path_inside(in[i][0], d)) {
+                pt_set_error("accept: %s %s: lies inside %s, which the suite empties before it runs "
+                             "(copy it elsewhere first)", in[i][1], in[i][0], d);
+                free(d);
+                return -1;
+            }
+        free(d);
+    }
+    return 0;
 }
 
 static int check_opts(const pt_accept_opts *o) {
     if (!o->output_dir || !*o->output_dir) { pt_set_error("accept: --output-dir is empty"); return -1; }
-    if (o->baseline_run && baseline_inside_output(o) != 0) return -1;
+    if (baseline_inside_output(o) != 0) return -1;
     if (o->steps < 8) { pt_set_error("accept: --steps %ld: at least 8 (checkpoint, kill and final window need room)", o->steps); return -1; }
     if (o->checkpoint_step < 1 || o->checkpoint_step >= o->steps) {
         pt_set_error("accept: --checkpoint-step %ld: must be in [1, %ld)", o->checkpoint_step, o->steps);
@@ -1206,7 +1239,7 @@ static int check_opts(const pt_accept_opts *o) {
         pt_set_error("accept: --test-fault %s: the only test fault is corrupt-checkpoint", o->test_fault);
         return -1;
     }
-    return 0;
+    return input_inside_output(o);
 }
 
 int pt_accept(const pt_accept_opts *o) {
@@ -1226,6 +1259,17 @@ int pt_accept(const pt_accept_opts *o) {
     if (access(c.exe, X_OK) != 0) { pt_set_error("accept: cannot re-execute portatrain (/proc/self/exe): %s", strerror(errno)); cJSON_Delete(prices); return 2; }
     if (pt_mkdir_p(o->output_dir) != 0) { cJSON_Delete(prices); return 2; }
     c.out = realpath(o->output_dir, NULL);
+    for (size_t i = 0; i < PT_ARRAY_LEN(old_files); i++) {
+        char *f = pt_path_join(c.out, old_files[i]);
+        unlink(f);
+        free(f);
+    }
+    for (size_t i = 0; i < PT_ARRAY_LEN(rewritten); i++) {
+        if (!strcmp(rewritten[i], "init") && o->model_dir) continue;
+        char *d = pt_path_join(c.out, rewritten[i]);
+        remove_tree(d);
+        free(d);
+    }
     c.logs = xprintf("%s/logs", c.out);
     pt_mkdir_p(c.logs);
     c.phases = cJSON_CreateArray();
