@@ -28,6 +28,13 @@ check 2 "portatrain: error: accept: --model $T/a/candidate: lies inside $T/a/can
   "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/a/candidate"
 [ -s "$T/a/candidate/model.safetensors" ] && echo "ok: the --model dir is untouched" || { echo "FAIL: --model dir deleted"; fail=1; }
 cp -r "$T/a" "$T/b"
+# a candidate killed after step 6 of 8 (every child inherits the fault; the recorded baseline does not
+# train again): REJECTED with the signal named, and the 6 steps it trained are billed and drawn
+# (were: no candidate phase, cost or curve, and the reason was the command line)
+PT_FAULT_KILL_AFTER_STEP=6 check 1 "candidate cpu:fp32 did not train: killed by signal 9 (Killed): no output (log:" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/k" --baseline-run "$T/b/baseline"
+jcheck "$T/k/report.json" "len(r['curves']['candidate'])==6 and r['candidate']['steps']==6" "the crashed candidate's 6 steps are in the report"
+jcheck "$T/k/report.json" "r['cost']['tokens']==6*2*16 and any(x['item']=='candidate training' and x['hours']>0 and x['cost']>0 for x in r['cost']['rows']) and abs(sum(x['cost'] for x in r['cost']['rows'])-r['cost']['total_cost'])<1e-12" "the crashed candidate's run is billed"
 # a rerun whose baseline cannot run (exit 2, no report) leaves no old ACCEPTED report or old runs behind
 mkdir -p "$T/empty"
 check 2 "empty/config.json" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/empty"

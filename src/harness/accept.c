@@ -323,20 +323,21 @@ static void draw_progress(acc_ctx *c, const char *label, const progress_src *p, 
     fflush(stderr);
 }
 
-// The last "portatrain: error: ..." line of a child's log (or its last line).
+// The last "portatrain: error: ..." line of a child's log (or its last line;
+// the first line is the command run_child wrote, not the child's output).
 static char *log_error(const char *log_path) {
     FILE *f = fopen(log_path, "r");
     if (!f) return pt_strdup("(no log)");
     char line[2048], last[2048] = "", err[2048] = "";
-    while (fgets(line, sizeof line, f)) {
+    for (int lineno = 1; fgets(line, sizeof line, f); lineno++) {
         line[strcspn(line, "\r\n")] = 0;
-        if (!*line) continue;
+        if (!*line || (lineno == 1 && line[0] == '$')) continue;
         snprintf(last, sizeof last, "%s", line);
         const char *e = strstr(line, "error: ");
         if (e) snprintf(err, sizeof err, "%s", e + 7);
     }
     fclose(f);
-    return pt_strdup(*err ? err : last);
+    return pt_strdup(*err ? err : *last ? last : "no output");
 }
 
 // Runs `portatrain ARGS...` with stdout to stdout_path (or the log) and
@@ -399,7 +400,9 @@ static int run_child(acc_ctx *c, const char *label, const char *log_name, const 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (rc != 0) {
         char *e = log_error(log_path);
-        pt_set_error("exit %d: %s (log: %s)", rc, e, log_path);
+        if (WIFSIGNALED(status))
+            pt_set_error("killed by signal %d (%s): %s (log: %s)", WTERMSIG(status), strsignal(WTERMSIG(status)), e, log_path);
+        else pt_set_error("exit %d: %s (log: %s)", rc, e, log_path);
         free(e);
     }
     free(log_path);
@@ -633,8 +636,13 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     double wall;
     const int rc = run_child(c, label, r->role, NULL, &pr, &wall, a.v);
     free(mp);
-    if (rc != 0) return -1;
-    if (metrics_load(r->dir, &r->m) != 0) return -1;
+    // A run that failed part-way was still paid for: its steps are billed and
+    // its curve kept (a candidate that crashed at step 90 of 100 cost 90 steps).
+    char *err = rc != 0 ? pt_strdup(pt_last_error()) : NULL;
+    if (metrics_load(r->dir, &r->m) != 0) {
+        if (!err) return -1;
+        memset(&r->m, 0, sizeof r->m);  // none, or a torn last line: the whole wall is start-up
+    }
     double tr, sv;
     long tok;
     metrics_phases(&r->m, 0, &tr, &sv, &tok);
@@ -650,6 +658,11 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     add_phase(c, r->role, r->pl, "start-up", su);
     add_phase(c, r->role, r->pl, "training", tr);
     add_phase(c, r->role, r->pl, "checkpoint", sv);
+    if (err) {
+        pt_set_error("%s", err);
+        free(err);
+        return -1;
+    }
     return 0;
 }
 
