@@ -20,6 +20,12 @@ else
     [ ! -e "$T/ocl" ] && echo "ok: nothing ran for an opencl SPEC without a platform" || { echo "FAIL: ran with no OpenCL platform"; fail=1; }
 fi
 
+# a price table whose currency is not a code is refused before any run (was reported as USD)
+python3 -c "import json,sys; p=json.load(open('configs/prices.json')); p['currency']=5; json.dump(p, open(sys.argv[1], 'w'))" "$T/p.json"
+check 2 "portatrain: error: $T/p.json: currency: must be a non-empty string" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/cur" --price-table "$T/p.json"
+[ ! -e "$T/cur" ] && echo "ok: nothing ran for a bad currency" || { echo "FAIL: ran with a bad currency"; fail=1; }
+
 # 2. a rerun into the same --output-dir: first a full suite (ACCEPTED), kept in $T/a
 check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a"
 # an input inside a directory the suite empties is refused before it is deleted (was: the candidate

@@ -1261,6 +1261,13 @@ int pt_accept(const pt_accept_opts *o) {
     cJSON *prices = pt_json_parse_file(o->price_table);
     if (!prices) return 2;
     price_t pcheck;  // a bad price table is found now, not after the runs
+    // an absent currency is USD; a present one that is not a code would be shown as USD, a false claim
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(prices, "currency");
+    if (cur && (!cJSON_IsString(cur) || !*cur->valuestring)) {
+        pt_set_error("%s: currency: must be a non-empty string such as \"USD\"", o->price_table);
+        cJSON_Delete(prices);
+        return 2;
+    }
     if (price_for(prices, o->price_table, &o->baseline, 1, &pcheck) != 0 ||
         price_for(prices, o->price_table, &o->candidate, 1, &pcheck) != 0) {
         cJSON_Delete(prices);
