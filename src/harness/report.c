@@ -372,10 +372,11 @@ static void render(out_t *o, const cJSON *r) {
     const char *cpk[] = {"compile_s", "cache_hits", "cache_misses", "recompilations"};
     const cJSON *cpc[] = {get(cols[0], "compile"), get(cols[1], "compile")};
     kv_table(o, "Kernel compilation (run time)", cpk, 4, cpc, names, 2);
-    const char *fk[] = {"config_sha256", "initial_weights_sha256", "tokenizer_sha256", "dataset_sha256", "seed"};
+    const char *fk[] = {"config_sha256", "initial_weights_sha256", "tokenizer_sha256", "dataset_sha256",
+                        "eval_dataset_sha256", "seed"};
     const cJSON *fc[] = {get(r, "frozen_inputs")};
     const char *fn[] = {"value"};
-    kv_table(o, "Frozen inputs", fk, 5, fc, fn, 1);
+    kv_table(o, "Frozen inputs", fk, 6, fc, fn, 1);
 
     // convergence
     const cJSON *cv = get(r, "convergence");
