@@ -69,6 +69,26 @@ int main(void) {
         CHECK(strstr(m, "not measured"), "empty md");
     }
     free(h); free(m);
+    // Every phase accept writes is in the stacked per-run bar (compilation was left out: an OpenCL run's
+    // bar was short of its table), a backslash before a pipe does not end a Markdown cell, and the eval
+    // shard set's hash (a frozen input accept checks) is shown.
+    {
+        cJSON *r = cJSON_Parse("{\"baseline\": {\"run_dir\": \"/tmp/a\\\\|b\"}, "
+                               "\"frozen_inputs\": {\"eval_dataset_sha256\": \"e5a1\"}, \"phases\": ["
+                               "{\"run\": \"candidate\", \"phase\": \"compilation\", \"seconds\": 3},"
+                               "{\"run\": \"candidate\", \"phase\": \"training\", \"seconds\": 2}]}");
+        char *dir = test_tmpdir("report"), *hp = pt_path_join(dir, "report.html"), *mp = pt_path_join(dir, "report.md");
+        CHECK(r && pt_report_render(r, dir) == 0, "render: %s", pt_last_error());
+        size_t n;
+        char *hh = pt_read_file(hp, &n), *mm = pt_read_file(mp, &n);
+        CHECK(hh && strstr(hh, "class='lg'>compilation</text>") && strstr(hh, "class='lg'>5</text>"),
+              "compilation stacked into the candidate's 5 s bar");
+        CHECK(mm && strstr(mm, "| run_dir | /tmp/a\\\\\\|b | n/a |"), "backslash-pipe stays in its cell");
+        CHECK(hh && mm && strstr(hh, "<td>eval_dataset_sha256</td><td>e5a1</td>") && strstr(mm, "| eval_dataset_sha256 | e5a1 |"),
+              "the eval shard set's hash is shown with the other frozen inputs");
+        free(hh); free(mm); free(hp); free(mp); free(dir);
+        cJSON_Delete(r);
+    }
     // `portatrain report` refuses a file that is not an accept report (the renderer alone takes any object).
     const char *bad[][2] = {{"{}", "no \"version\" field"},
                             {"[1,2]", "not a JSON object"},

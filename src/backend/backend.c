@@ -17,6 +17,7 @@ char *openblas_get_config(void);  // OpenBLAS extension (linked with the cpu bac
 #ifdef PT_HAVE_OPENCL
 pt_backend *pt_backend_opencl_create(const char *suffix);
 int pt_opencl_print_devices(FILE *f);
+int pt_opencl_probe(const char *suffix);
 #endif
 // The CUDA backend (src/backend/cuda/cuda_backend.cu under nvcc, PT_HAVE_CUDA)
 // and the same source on the host CUDA emulator (cuda-sim, PT_HAVE_CUDA_SIM).
@@ -55,6 +56,9 @@ pt_backend *pt_backend_create(const char *spec) {
 int pt_backend_probe(const char *spec) {
 #ifdef PT_HAVE_CUDA
     if (spec && !strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_cuda_probe();
+#endif
+#ifdef PT_HAVE_OPENCL
+    if (spec && !strncmp(spec, "opencl", 6) && (spec[6] == 0 || spec[6] == ':')) return pt_opencl_probe(spec + 6);
 #endif
     return 0;
 }

@@ -156,8 +156,9 @@ struct pt_backend {
 // (indices as listed by pt_backend_print_devices). NULL + error if unknown or unavailable.
 pt_backend *pt_backend_create(const char *spec);
 // Cheap availability check of a built backend without creating it (cuda:
-// counts devices, no GPU context): 0, or -1 + the error create would give
-// for a missing device. Other backends: 0 (create tells).
+// counts devices, no GPU context; opencl: the platform and device exist, no
+// context): 0, or -1 + the error create would give for a missing device.
+// Other backends: 0 (create tells).
 int pt_backend_probe(const char *spec);
 void pt_backend_destroy(pt_backend *be);
 // Comma-separated list of the backends compiled in.

@@ -798,19 +798,21 @@ bad:
     return -1;
 }
 
-pt_backend *pt_backend_opencl_create(const char *suffix) {
+// The platform and device a suffix names; -1 + the error create gives when
+// there is none (no ICD, an index past the list).
+static int find_device(const char *suffix, cl_platform_id *plat, cl_device_id *dev, long *pi_out, long *di_out) {
     long pi, di;
-    if (parse_indices(suffix, &pi, &di) != 0) return NULL;
+    if (parse_indices(suffix, &pi, &di) != 0) return -1;
     cl_platform_id *plats;
     cl_uint np;
     if (!get_platforms(&plats, &np)) {
         pt_set_error("backend 'opencl%s': no OpenCL platform found (install an ICD, e.g. pocl-opencl-icd)", suffix);
-        return NULL;
+        return -1;
     }
     if (pi >= (long)np) {
         pt_set_error("backend 'opencl%s': no OpenCL platform %ld (%u found; see `portatrain devices`)", suffix, pi, np);
         free(plats);
-        return NULL;
+        return -1;
     }
     cl_device_id *devs;
     cl_uint nd;
@@ -820,13 +822,33 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
                      pi, di, nd);
         free(plats);
         free(devs);
-        return NULL;
+        return -1;
     }
-    ocl *o = pt_calloc(1, sizeof *o);
-    o->platform = plats[pi];
-    o->device = devs[di];
+    *plat = plats[pi];
+    *dev = devs[di];
+    *pi_out = pi;
+    *di_out = di;
     free(plats);
     free(devs);
+    return 0;
+}
+
+// Availability without a context (accept checks its SPECs before any run).
+int pt_opencl_probe(const char *suffix) {
+    cl_platform_id p;
+    cl_device_id d;
+    long pi, di;
+    return find_device(suffix, &p, &d, &pi, &di);
+}
+
+pt_backend *pt_backend_opencl_create(const char *suffix) {
+    cl_platform_id plat;
+    cl_device_id dev;
+    long pi, di;
+    if (find_device(suffix, &plat, &dev, &pi, &di) != 0) return NULL;
+    ocl *o = pt_calloc(1, sizeof *o);
+    o->platform = plat;
+    o->device = dev;
     pt_backend *be = pt_calloc(1, sizeof *be);
     be->impl = o;
     cl_int e;

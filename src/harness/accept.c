@@ -323,20 +323,21 @@ static void draw_progress(acc_ctx *c, const char *label, const progress_src *p, 
     fflush(stderr);
 }
 
-// The last "portatrain: error: ..." line of a child's log (or its last line).
+// The last "portatrain: error: ..." line of a child's log (or its last line;
+// the first line is the command run_child wrote, not the child's output).
 static char *log_error(const char *log_path) {
     FILE *f = fopen(log_path, "r");
     if (!f) return pt_strdup("(no log)");
     char line[2048], last[2048] = "", err[2048] = "";
-    while (fgets(line, sizeof line, f)) {
+    for (int lineno = 1; fgets(line, sizeof line, f); lineno++) {
         line[strcspn(line, "\r\n")] = 0;
-        if (!*line) continue;
+        if (!*line || (lineno == 1 && line[0] == '$')) continue;
         snprintf(last, sizeof last, "%s", line);
         const char *e = strstr(line, "error: ");
         if (e) snprintf(err, sizeof err, "%s", e + 7);
     }
     fclose(f);
-    return pt_strdup(*err ? err : last);
+    return pt_strdup(*err ? err : *last ? last : "no output");
 }
 
 // Runs `portatrain ARGS...` with stdout to stdout_path (or the log) and
@@ -399,7 +400,9 @@ static int run_child(acc_ctx *c, const char *label, const char *log_name, const 
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (rc != 0) {
         char *e = log_error(log_path);
-        pt_set_error("exit %d: %s (log: %s)", rc, e, log_path);
+        if (WIFSIGNALED(status))
+            pt_set_error("killed by signal %d (%s): %s (log: %s)", WTERMSIG(status), strsignal(WTERMSIG(status)), e, log_path);
+        else pt_set_error("exit %d: %s (log: %s)", rc, e, log_path);
         free(e);
     }
     free(log_path);
@@ -633,8 +636,13 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     double wall;
     const int rc = run_child(c, label, r->role, NULL, &pr, &wall, a.v);
     free(mp);
-    if (rc != 0) return -1;
-    if (metrics_load(r->dir, &r->m) != 0) return -1;
+    // A run that failed part-way was still paid for: its steps are billed and
+    // its curve kept (a candidate that crashed at step 90 of 100 cost 90 steps).
+    char *err = rc != 0 ? pt_strdup(pt_last_error()) : NULL;
+    if (metrics_load(r->dir, &r->m) != 0) {
+        if (!err) return -1;
+        memset(&r->m, 0, sizeof r->m);  // none, or a torn last line: the whole wall is start-up
+    }
     double tr, sv;
     long tok;
     metrics_phases(&r->m, 0, &tr, &sv, &tok);
@@ -650,6 +658,11 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     add_phase(c, r->role, r->pl, "start-up", su);
     add_phase(c, r->role, r->pl, "training", tr);
     add_phase(c, r->role, r->pl, "checkpoint", sv);
+    if (err) {
+        pt_set_error("%s", err);
+        free(err);
+        return -1;
+    }
     return 0;
 }
 
@@ -1160,30 +1173,63 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
     return metrics_load(b->dir, &b->m);
 }
 
+// Whether path (an existing file or dir) lies inside dir (or is it). A dir
+// that does not exist yet holds nothing.
+static bool path_inside(const char *path, const char *dir) {
+    char *src = realpath(path, NULL), *d = realpath(dir, NULL);
+    bool inside = false;
+    if (src && d) {
+        const size_t n = strlen(d);
+        inside = strncmp(src, d, n) == 0 && (src[n] == 0 || src[n] == '/' || (n == 1 && d[0] == '/'));
+    }
+    free(src);
+    free(d);
+    return inside;
+}
+
+// What the suite empties under OUT before a run (init only when it makes the
+// initial model itself); the stale report goes too, so that an interrupted
+// or failed rerun never leaves an old verdict next to new runs.
+static const char *const rewritten[] = {"baseline", "candidate", "portability", "recovery", "init"};
+static const char *const old_files[] = {"report.json", "report.html", "report.md", "logs/init.log", "logs/baseline.log",
+    "logs/eval_baseline.log", "logs/candidate.log", "logs/eval_candidate.log", "logs/candidate_from_baseline.log",
+    "logs/baseline_from_candidate.log", "logs/recovery.log"};
+
 // The suite empties OUT/baseline (and the other run directories under OUT)
 // before it reads --baseline-run: a source there would be deleted first.
 static int baseline_inside_output(const pt_accept_opts *o) {
-    char *src = realpath(o->baseline_run, NULL);
-    char *out = realpath(o->output_dir, NULL);  // NULL: OUT does not exist yet, so cannot hold the source
-    int rc = 0;
-    if (src && out) {
-        size_t n = strlen(out);
-        bool inside = strncmp(src, out, n) == 0 && (src[n] == 0 || src[n] == '/' || (n == 1 && out[0] == '/'));
-        if (inside) {
-            pt_set_error("accept: --baseline-run %s: lies inside --output-dir %s, which the suite rewrites "
-                         "(copy the run elsewhere first)",
-                         o->baseline_run, o->output_dir);
-            rc = -1;
-        }
+    if (o->baseline_run && path_inside(o->baseline_run, o->output_dir)) {
+        pt_set_error("accept: --baseline-run %s: lies inside --output-dir %s, which the suite rewrites "
+                     "(copy the run elsewhere first)",
+                     o->baseline_run, o->output_dir);
+        return -1;
     }
-    free(src);
-    free(out);
-    return rc;
+    return 0;
+}
+
+// Any other input in a directory the suite empties would vanish under it.
+static int input_inside_output(const pt_accept_opts *o) {
+    const char *in[][2] = {{o->model_dir, "--model"}, {o->model_dir ? NULL : o->config_path, "--config"},
+                           {o->model_dir ? NULL : o->tokenizer_dir, "--tokenizer-dir"}, {o->train_data, "--train-data"},
+                           {o->eval_data, "--eval-data"}, {o->price_table, "--price-table"}};
+    for (size_t k = 0; k < PT_ARRAY_LEN(rewritten); k++) {
+        if (!strcmp(rewritten[k], "init") && o->model_dir) continue;
+        char *d = pt_path_join(o->output_dir, rewritten[k]);
+        for (size_t i = 0; i < PT_ARRAY_LEN(in); i++)
+            if (in[i][0] && path_inside(in[i][0], d)) {
+                pt_set_error("accept: %s %s: lies inside %s, which the suite empties before it runs "
+                             "(copy it elsewhere first)", in[i][1], in[i][0], d);
+                free(d);
+                return -1;
+            }
+        free(d);
+    }
+    return 0;
 }
 
 static int check_opts(const pt_accept_opts *o) {
     if (!o->output_dir || !*o->output_dir) { pt_set_error("accept: --output-dir is empty"); return -1; }
-    if (o->baseline_run && baseline_inside_output(o) != 0) return -1;
+    if (baseline_inside_output(o) != 0) return -1;
     if (o->steps < 8) { pt_set_error("accept: --steps %ld: at least 8 (checkpoint, kill and final window need room)", o->steps); return -1; }
     if (o->checkpoint_step < 1 || o->checkpoint_step >= o->steps) {
         pt_set_error("accept: --checkpoint-step %ld: must be in [1, %ld)", o->checkpoint_step, o->steps);
@@ -1206,7 +1252,7 @@ static int check_opts(const pt_accept_opts *o) {
         pt_set_error("accept: --test-fault %s: the only test fault is corrupt-checkpoint", o->test_fault);
         return -1;
     }
-    return 0;
+    return input_inside_output(o);
 }
 
 int pt_accept(const pt_accept_opts *o) {
@@ -1215,6 +1261,13 @@ int pt_accept(const pt_accept_opts *o) {
     cJSON *prices = pt_json_parse_file(o->price_table);
     if (!prices) return 2;
     price_t pcheck;  // a bad price table is found now, not after the runs
+    // an absent currency is USD; a present one that is not a code would be shown as USD, a false claim
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(prices, "currency");
+    if (cur && (!cJSON_IsString(cur) || !*cur->valuestring)) {
+        pt_set_error("%s: currency: must be a non-empty string such as \"USD\"", o->price_table);
+        cJSON_Delete(prices);
+        return 2;
+    }
     if (price_for(prices, o->price_table, &o->baseline, 1, &pcheck) != 0 ||
         price_for(prices, o->price_table, &o->candidate, 1, &pcheck) != 0) {
         cJSON_Delete(prices);
@@ -1226,6 +1279,17 @@ int pt_accept(const pt_accept_opts *o) {
     if (access(c.exe, X_OK) != 0) { pt_set_error("accept: cannot re-execute portatrain (/proc/self/exe): %s", strerror(errno)); cJSON_Delete(prices); return 2; }
     if (pt_mkdir_p(o->output_dir) != 0) { cJSON_Delete(prices); return 2; }
     c.out = realpath(o->output_dir, NULL);
+    for (size_t i = 0; i < PT_ARRAY_LEN(old_files); i++) {
+        char *f = pt_path_join(c.out, old_files[i]);
+        unlink(f);
+        free(f);
+    }
+    for (size_t i = 0; i < PT_ARRAY_LEN(rewritten); i++) {
+        if (!strcmp(rewritten[i], "init") && o->model_dir) continue;
+        char *d = pt_path_join(c.out, rewritten[i]);
+        remove_tree(d);
+        free(d);
+    }
     c.logs = xprintf("%s/logs", c.out);
     pt_mkdir_p(c.logs);
     c.phases = cJSON_CreateArray();

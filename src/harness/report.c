@@ -20,9 +20,12 @@ static void esc(FILE *f, const char *s) {
     }
 }
 // Markdown cell: escape pipes and HTML-significant chars, flatten newlines.
+// A backslash is escaped too: "\|" would otherwise read as "\\|", an escaped
+// backslash and then a cell border.
 static void mesc(FILE *f, const char *s) {
     for (; s && *s; s++) {
         if (*s == '|') fputs("\\|", f);
+        else if (*s == '\\') fputs("\\\\", f);
         else if (*s == '\n' || *s == '\r') fputc(' ', f);
         else if (*s == '<') fputs("&lt;", f);
         else if (*s == '&') fputs("&amp;", f);
@@ -224,7 +227,8 @@ static void svg_lines(FILE *f, const char *title, const char *xl, const char *yl
 #undef PY
 }
 
-static const char *PAL[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b"};
+static const char *PAL[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2"};
+#define NPAL ((int)(sizeof PAL / sizeof PAL[0]))
 
 // Horizontal bar chart: groups of nv values each (labels per group, legend per value index).
 // stacked: values of a group are stacked into one bar.
@@ -266,7 +270,7 @@ static void svg_bars(FILE *f, const char *title, const char *unit, const char **
             if (!isfinite(x) || x < 0) continue;
             double bx = ml + (stacked ? acc : 0) / top * pw, bw = x / top * pw;
             int by = stacked ? y : y + k * bh;
-            fprintf(f, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s'><title>", bx, by, bw, bh - 2, PAL[k % 6]);
+            fprintf(f, "<rect x='%.1f' y='%d' width='%.1f' height='%d' fill='%s'><title>", bx, by, bw, bh - 2, PAL[k % NPAL]);
             esc(f, vnames[k]); fprintf(f, ": %.4g</title></rect>\n", x);
             if (!stacked) fprintf(f, "<text x='%.1f' y='%d' class='lg'>%.3g</text>\n", bx + bw + 4, by + bh - 4, x);
             acc += x;
@@ -277,7 +281,7 @@ static void svg_bars(FILE *f, const char *title, const char *unit, const char **
     for (int k = 0; k < nv; k++) {
         int lx = ml + (k % 4) * 130;
         if (k && k % 4 == 0) ly += 18;
-        fprintf(f, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 10, PAL[k % 6], lx + 16, ly);
+        fprintf(f, "<rect x='%d' y='%d' width='12' height='12' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 10, PAL[k % NPAL], lx + 16, ly);
         esc(f, vnames[k]); fprintf(f, "</text>\n");
     }
     fprintf(f, "</svg></figure>\n");
@@ -368,10 +372,11 @@ static void render(out_t *o, const cJSON *r) {
     const char *cpk[] = {"compile_s", "cache_hits", "cache_misses", "recompilations"};
     const cJSON *cpc[] = {get(cols[0], "compile"), get(cols[1], "compile")};
     kv_table(o, "Kernel compilation (run time)", cpk, 4, cpc, names, 2);
-    const char *fk[] = {"config_sha256", "initial_weights_sha256", "tokenizer_sha256", "dataset_sha256", "seed"};
+    const char *fk[] = {"config_sha256", "initial_weights_sha256", "tokenizer_sha256", "dataset_sha256",
+                        "eval_dataset_sha256", "seed"};
     const cJSON *fc[] = {get(r, "frozen_inputs")};
     const char *fn[] = {"value"};
-    kv_table(o, "Frozen inputs", fk, 5, fc, fn, 1);
+    kv_table(o, "Frozen inputs", fk, 6, fc, fn, 1);
 
     // convergence
     const cJSON *cv = get(r, "convergence");
@@ -440,8 +445,9 @@ static void render(out_t *o, const cJSON *r) {
     kv_table(o, "Throughput", tk, 2, tc, names, 2);
 
     // phases: groups = runs in order of appearance, values = phases (stacked)
-    enum { MAX_RUNS = 8, NPH = 6 };
-    const char *phn[NPH] = {"start-up", "training", "checkpoint", "portability", "recovery", "eval"};
+    // every phase accept writes (compilation: OpenCL's run-time builds), so a bar is the run's whole time
+    enum { MAX_RUNS = 8, NPH = 7 };
+    const char *phn[NPH] = {"start-up", "compilation", "training", "checkpoint", "portability", "recovery", "eval"};
     const char *runs[MAX_RUNS];
     int nruns = 0;
     double pv[MAX_RUNS * NPH];

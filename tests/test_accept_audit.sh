@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# accept/report audit: what a user hits around the suite rather than inside it. A candidate backend with
+# no device is refused before the baseline runs; a rerun into the same --output-dir never leaves an old
+# report next to new runs.
+set -u
+B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+cd "$S"
+fail=0
+. "$S/tests/cli_check.sh"
+# The shortest suite: cpu vs cpu (exact), 8 steps of 2 x 16 tokens, about 5 s.
+A="--steps 8 --checkpoint-step 4 --recovery-save-steps 2 --eval-batches 1 --seq-len 16 --per-device-train-batch-size 2 --quiet"
+
+# 1. opencl built but no OpenCL platform (the ICD loader pointed at an empty dir): refused as a
+#    cuda backend without a device is, before any run, not REJECTED after the baseline has trained.
+if "$B" devices | grep -q "^opencl  *not built"; then echo "ok: no opencl backend in this build (nothing to check)"
+else
+    mkdir -p "$T/no-icd"
+    OCL_ICD_VENDORS="$T/no-icd" check 2 "portatrain: error: platform SPEC 'opencl:fp32': backend 'opencl': no OpenCL platform found" -- \
+      "$B" accept --baseline cpu:fp32 --candidate opencl:fp32 $A --output-dir "$T/ocl"
+    [ ! -e "$T/ocl" ] && echo "ok: nothing ran for an opencl SPEC without a platform" || { echo "FAIL: ran with no OpenCL platform"; fail=1; }
+fi
+
+# a price table whose currency is not a code is refused before any run (was reported as USD)
+python3 -c "import json,sys; p=json.load(open('configs/prices.json')); p['currency']=5; json.dump(p, open(sys.argv[1], 'w'))" "$T/p.json"
+check 2 "portatrain: error: $T/p.json: currency: must be a non-empty string" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/cur" --price-table "$T/p.json"
+[ ! -e "$T/cur" ] && echo "ok: nothing ran for a bad currency" || { echo "FAIL: ran with a bad currency"; fail=1; }
+
+# 2. a rerun into the same --output-dir: first a full suite (ACCEPTED), kept in $T/a
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a"
+# an input inside a directory the suite empties is refused before it is deleted (was: the candidate
+# "did not train", REJECTED, the user's model gone)
+check 2 "portatrain: error: accept: --model $T/a/candidate: lies inside $T/a/candidate, which the suite empties" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/a/candidate"
+[ -s "$T/a/candidate/model.safetensors" ] && echo "ok: the --model dir is untouched" || { echo "FAIL: --model dir deleted"; fail=1; }
+cp -r "$T/a" "$T/b"
+# a candidate killed after step 6 of 8 (every child inherits the fault; the recorded baseline does not
+# train again): REJECTED with the signal named, and the 6 steps it trained are billed and drawn
+# (were: no candidate phase, cost or curve, and the reason was the command line)
+PT_FAULT_KILL_AFTER_STEP=6 check 1 "candidate cpu:fp32 did not train: killed by signal 9 (Killed): no output (log:" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/k" --baseline-run "$T/b/baseline"
+jcheck "$T/k/report.json" "len(r['curves']['candidate'])==6 and r['candidate']['steps']==6" "the crashed candidate's 6 steps are in the report"
+jcheck "$T/k/report.json" "r['cost']['tokens']==6*2*16 and any(x['item']=='candidate training' and x['hours']>0 and x['cost']>0 for x in r['cost']['rows']) and abs(sum(x['cost'] for x in r['cost']['rows'])-r['cost']['total_cost'])<1e-12" "the crashed candidate's run is billed"
+# a rerun whose baseline cannot run (exit 2, no report) leaves no old ACCEPTED report or old runs behind
+mkdir -p "$T/empty"
+check 2 "empty/config.json" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/empty"
+for f in report.json report.html report.md candidate portability recovery logs/recovery.log; do
+    [ ! -e "$T/a/$f" ] && echo "ok: no stale $f after a failed rerun" || { echo "FAIL: stale $f from the earlier run"; fail=1; }
+done
+# a rerun killed mid-suite (SIGTERM during the baseline) leaves no old report either
+( exec "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --steps 400 --output-dir "$T/b" ) >/dev/null 2>&1 &
+apid=$!
+# (the old run's files are there from the start: wait for this run's baseline to be training)
+for _ in $(seq 1 300); do grep -q -- "--max-steps 400" "$T/b/logs/baseline.log" 2>/dev/null && [ -s "$T/b/baseline/metrics.jsonl" ] && break; sleep 0.1; done
+kill -TERM "$apid"; wait "$apid" 2>/dev/null
+[ ! -e "$T/b/report.json" ] && [ ! -e "$T/b/report.html" ] && [ ! -e "$T/b/recovery" ] \
+  && echo "ok: an interrupted rerun leaves no old report" || { echo "FAIL: old report/runs next to an interrupted rerun"; fail=1; }
+
+exit $fail
