@@ -27,7 +27,7 @@ const char *argp_next(pt_argparse *p) {
     // "--flag=value" whose handler took no value (a flag not using argp_flag):
     // an error, not silently the flag's default meaning.
     if (g_inline_value) {
-        fprintf(stderr, "portatrain %s: option %s takes no value, got '%s'\n", p->cmd, g_name, g_inline_value);
+        fprintf(stderr, "portatrain: error: %s: option %s takes no value, got '%s'\n", p->cmd, g_name, g_inline_value);
         exit(2);
     }
     if (p->i >= p->argc) return NULL;
@@ -51,7 +51,7 @@ const char *argp_value(pt_argparse *p) {
         return v;
     }
     if (p->i >= p->argc) {
-        fprintf(stderr, "portatrain %s: option %s needs a value\n", p->cmd, p->argv[p->i - 1]);
+        fprintf(stderr, "portatrain: error: %s: option %s needs a value\n", p->cmd, p->argv[p->i - 1]);
         exit(2);
     }
     return p->argv[p->i++];
@@ -64,7 +64,7 @@ int64_t argp_int(pt_argparse *p) {
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (errno || end == v || *end) {
-        fprintf(stderr, "portatrain %s: option %s expects an integer, got '%s'\n", p->cmd, opt, v);
+        fprintf(stderr, "portatrain: error: %s: option %s expects an integer, got '%s'\n", p->cmd, opt, v);
         exit(2);
     }
     return x;
@@ -75,11 +75,11 @@ int64_t argp_parse_int(const char *cmd, const char *opt, const char *v, int64_t 
     errno = 0;
     const long long x = strtoll(v, &end, 10);
     if (errno || end == v || *end) {
-        fprintf(stderr, "portatrain %s: option %s expects an integer, got '%s'\n", cmd, opt, v);
+        fprintf(stderr, "portatrain: error: %s: option %s expects an integer, got '%s'\n", cmd, opt, v);
         exit(2);
     }
     if (x < min || x > max) {  // checked before any narrowing cast: 2^32+16 must not become 16
-        fprintf(stderr, "portatrain %s: option %s must be in [%lld, %lld], got '%s'\n", cmd, opt, (long long)min,
+        fprintf(stderr, "portatrain: error: %s: option %s must be in [%lld, %lld], got '%s'\n", cmd, opt, (long long)min,
                 (long long)max, v);
         exit(2);
     }
@@ -91,11 +91,11 @@ double argp_parse_double(const char *cmd, const char *opt, const char *v, double
     errno = 0;
     const double x = strtod(v, &end);
     if (errno || end == v || *end || !isfinite(x)) {
-        fprintf(stderr, "portatrain %s: option %s expects a number, got '%s'\n", cmd, opt, v);
+        fprintf(stderr, "portatrain: error: %s: option %s expects a number, got '%s'\n", cmd, opt, v);
         exit(2);
     }
     if (x < min) {
-        fprintf(stderr, "portatrain %s: option %s must be >= %g, got '%s'\n", cmd, opt, min, v);
+        fprintf(stderr, "portatrain: error: %s: option %s must be >= %g, got '%s'\n", cmd, opt, min, v);
         exit(2);
     }
     return x;
@@ -118,7 +118,7 @@ bool argp_parse_bool(const char *cmd, const char *opt, const char *v) {
         if (!strcasecmp(v, yes[i])) return true;
         if (!strcasecmp(v, no[i])) return false;
     }
-    fprintf(stderr, "portatrain %s: option %s takes no value or one of true/false/1/0/yes/no, got '%s'\n", cmd,
+    fprintf(stderr, "portatrain: error: %s: option %s takes no value or one of true/false/1/0/yes/no, got '%s'\n", cmd,
             opt, v);
     exit(2);
 }
@@ -130,7 +130,7 @@ double argp_double(pt_argparse *p) {
     errno = 0;
     double x = strtod(v, &end);
     if (errno || end == v || *end || !isfinite(x)) {
-        fprintf(stderr, "portatrain %s: option %s expects a number, got '%s'\n", p->cmd, opt, v);
+        fprintf(stderr, "portatrain: error: %s: option %s expects a number, got '%s'\n", p->cmd, opt, v);
         exit(2);
     }
     return x;
@@ -142,7 +142,7 @@ double argp_double_min(pt_argparse *p, double min) {
 }
 
 int argp_unknown(pt_argparse *p, const char *opt) {
-    fprintf(stderr, "portatrain %s: unknown option or argument '%s' (see portatrain %s --help)\n", p->cmd, opt,
+    fprintf(stderr, "portatrain: error: %s: unknown option or argument '%s' (see portatrain %s --help)\n", p->cmd, opt,
             p->cmd);
     return 2;
 }
@@ -155,7 +155,7 @@ int cli_fail(void) {
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "portatrain %s: ", cmd);
+    fprintf(stderr, "portatrain: error: %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
