@@ -41,6 +41,11 @@ PT_FAULT_KILL_AFTER_STEP=6 check 1 "candidate cpu:fp32 did not train: killed by 
   "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/k" --baseline-run "$T/b/baseline"
 jcheck "$T/k/report.json" "len(r['curves']['candidate'])==6 and r['candidate']['steps']==6" "the crashed candidate's 6 steps are in the report"
 jcheck "$T/k/report.json" "r['cost']['tokens']==6*2*16 and any(x['item']=='candidate training' and x['hours']>0 and x['cost']>0 for x in r['cost']['rows']) and abs(sum(x['cost'] for x in r['cost']['rows'])-r['cost']['total_cost'])<1e-12" "the crashed candidate's run is billed"
+# a recorded baseline whose metrics.jsonl ends in a torn line (killed while writing it) is read without it
+cp -r "$T/b/baseline" "$T/torn"; printf '{"step": 9, "loss": 1' >> "$T/torn/metrics.jsonl"
+check 0 "metrics.jsonl:9: ignoring a torn last line" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/t" --baseline-run "$T/torn"
+jcheck "$T/t/report.json" "r['verdict']=='ACCEPTED' and len(r['curves']['baseline'])==8" "  its 8 steps are the baseline's curve"
 # a rerun whose baseline cannot run (exit 2, no report) leaves no old ACCEPTED report or old runs behind
 mkdir -p "$T/empty"
 check 2 "empty/config.json" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/empty"

@@ -2,7 +2,7 @@
 # portatrain compare on synthetic logs: a NaN/inf loss or grad norm, or a step a portatrain run logged as
 # skipped (--nan-policy skip), is REJECTED under every profile (exact included); a hole in a log's own
 # logging rhythm is REJECTED, while logs that simply log at different intervals (HF logging_steps,
-# TorchTitan log_freq) are compared on their common steps and can be ACCEPTED.
+# TorchTitan log_freq) are compared on their common steps and can be ACCEPTED. A torn last line is ignored.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
@@ -50,4 +50,11 @@ check 1 "hole5.csv has no line for step 20 (1 such step) although it logs every 
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/tt10.csv" "$T/a.csv" --profile exact
 csv "$T/short.csv" 1 20 1   # a shorter log: compared over the common range
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/a.csv" "$T/short.csv" --profile exact
+
+# A torn last line (a run killed while writing it, no newline after it) is ignored with a warning; a bad
+# line that is followed by a newline is still an error.
+run "$T/torn"; printf '{"step": 31, "loss": 3.1' >> "$T/torn/metrics.jsonl"
+check 0 "metrics.jsonl:31: ignoring a torn last line" -- "$B" compare "$T/ra" "$T/torn" --profile exact
+run "$T/bad"; printf '{"step": 31, "loss": 3.1\n' >> "$T/bad/metrics.jsonl"
+check 2 "metrics.jsonl:31: not a JSON object" -- "$B" compare "$T/ra" "$T/bad" --profile exact
 exit $fail

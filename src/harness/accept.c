@@ -204,6 +204,10 @@ static int metrics_load(const char *run_dir, metrics_t *m) {
         lineno++;
         if (!*line) continue;
         cJSON *j = cJSON_Parse(line);
+        if (!j && !next) {  // no newline after it: the run was killed while writing its last record
+            pt_warn("%s:%d: ignoring a torn last line (the run was stopped while writing it)", path, lineno);
+            break;
+        }
         if (!j || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "step"))) {
             pt_set_error("%s:%d: not a metrics record", path, lineno);
             cJSON_Delete(j);
@@ -641,7 +645,7 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     char *err = rc != 0 ? pt_strdup(pt_last_error()) : NULL;
     if (metrics_load(r->dir, &r->m) != 0) {
         if (!err) return -1;
-        memset(&r->m, 0, sizeof r->m);  // none, or a torn last line: the whole wall is start-up
+        memset(&r->m, 0, sizeof r->m);  // none (or unreadable): the whole wall is start-up
     }
     double tr, sv;
     long tok;

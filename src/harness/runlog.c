@@ -42,6 +42,7 @@ static double num_or_nan(const cJSON *o, const char *k) {
 static int load_jsonl(const char *path, pt_runlog *r) {
     char *text = read_all(path);
     if (!text) return -1;
+    const char *end = text + strlen(text);
     int cap = 0, line = 0;
     char *save = NULL;
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -49,6 +50,10 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         while (isspace((unsigned char)*l)) l++;
         if (!*l) continue;
         cJSON *o = cJSON_Parse(l);
+        if (!o && l + strlen(l) == end) {  // no newline after it: a run killed while writing its last record
+            pt_warn("%s:%d: ignoring a torn last line (the run was stopped while writing it)", path, line);
+            break;
+        }
         if (!cJSON_IsObject(o)) {
             pt_set_error("%s:%d: not a JSON object", path, line);
             cJSON_Delete(o); free(text); return -1;
