@@ -15,10 +15,10 @@ DATA="$S/tests/fixtures/golden/untied/data.bin"
 
 # The frozen inputs: an imported log carries no manifest, so check here that the model portatrain
 # initialises and the data are the bytes the HF run trained on.
-python3 - "$F/hf_run.json" "$T/m/model.safetensors" "$DATA" <<'PY' || { echo "FAIL: frozen inputs differ from the HF run's"; exit 1; }
+python3 - "$F/hf_run.json" "$T/m/config.json" "$T/m/model.safetensors" "$DATA" <<'PY' || { echo "FAIL: frozen inputs differ from the HF run's"; exit 1; }
 import hashlib, json, sys
 rec = json.load(open(sys.argv[1]))["sha256"]
-for key, path in (("model.safetensors", sys.argv[2]), ("data", sys.argv[3])):
+for key, path in zip(("config.json", "model.safetensors", "data"), sys.argv[2:]):
     got = hashlib.sha256(open(path, "rb").read()).hexdigest()
     print(f"{key}: {'ok' if got == rec[key] else 'DIFFERS'} ({got[:16]}..., HF run {rec[key][:16]}...)")
     if got != rec[key]:
