@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Train a Qwen3 model with Hugging Face's own `transformers.Trainer` on exactly the batches
+`portatrain train` would use, and write its `trainer_state.json`.
+
+What it is for: the cross-check of docs/COMPARE.md ("HF Trainer cross-check"). `portatrain compare
+HF_OUT PT_RUN --format-a hf` then judges a portatrain run against a real HF Trainer run of the same
+model, data and hyperparameters; tests/fixtures/compare/hf_trainer/ holds one such trainer_state.json.
+
+Run (needs torch, transformers, accelerate; nothing in the build or the tests needs them):
+
+    python3 tools/hf_trainer_run.py --model tests/fixtures/golden/untied \\
+        --data tests/fixtures/golden/untied/data.bin --output-dir out/hf --seq-len 16 \\
+        --per-device-train-batch-size 2 --gradient-accumulation-steps 2 --max-steps 30 \\
+        --learning-rate 1e-2 --warmup-steps 5 --lr-scheduler-type cosine --weight-decay 0.1 \\
+        --max-grad-norm 1.0 --seed 42
+
+The flags carry portatrain train's names and meanings (docs: README.md, "Commands"); pass the same
+values to `portatrain train`. Only portatrain's default data mode is reproduced: packed, unshuffled,
+one bare v1 token shard (docs/DATA.md).
+
+How the batches match portatrain's loader (src/data/loader.{h,c}, packed mode, no --shuffle):
+  - the shard's N tokens are cut into R = (N-1) // T windows of T+1 tokens with stride T;
+  - global row g (g = s*B + j for optimizer step s, B = batch x accumulation) is window g mod R;
+  - micro-batch m of step s holds rows s*B + m*batch .. s*B + (m+1)*batch - 1;
+  - inputs are window[0:T], targets window[1:T+1]: all T positions are predicted.
+HF's causal-LM loss shifts `labels` internally (position T-1 would get no target), so each example
+carries `shift_labels` = window[1:T+1], which transformers' ForCausalLMLoss uses as the targets
+unshifted and which the Trainer counts for `num_items_in_batch` (the targets of the whole optimizer
+step): each micro-batch's loss is its summed cross-entropy over that count, and the logged loss of a
+step is their sum, the mean over the step's targets, which is portatrain's loss. `labels` (= the
+inputs, the usual HF convention) must be present for the model to compute a loss at all; it is not
+used when `shift_labels` is given.
+The examples come from an IterableDataset in that order, so the Trainer's sampler cannot shuffle them.
+"""
+import argparse
+import hashlib
+import json
+import os
+import struct
+import sys
+
+SHARD_MAGIC, SHARD_VERSION = 20241202, 1
+
+
+def read_shard(path):
+    """Tokens of a portatrain v1 token shard (docs/DATA.md): 256 int32 header, then N x uint32."""
+    import numpy as np
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 1024:
+        sys.exit(f"{path}: shorter than the 1024-byte header")
+    hdr = struct.unpack("<256i", raw[:1024])
+    if hdr[0] != SHARD_MAGIC or hdr[1] != SHARD_VERSION or hdr[3] != 4:
+        sys.exit(f"{path}: not a v1 portatrain shard (magic {hdr[0]}, version {hdr[1]}, bytes/token {hdr[3]})")
+    n = hdr[2]
+    if len(raw) != 1024 + 4 * n:
+        sys.exit(f"{path}: {len(raw)} bytes, header says {n} tokens ({1024 + 4 * n} bytes)")
+    return np.frombuffer(raw, dtype="<u4", offset=1024, count=n).astype(np.int64)
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="HF model dir (config.json + model.safetensors)")
+    ap.add_argument("--data", required=True, help="a portatrain v1 token shard (one .bin file)")
+    ap.add_argument("--output-dir", required=True)
+    ap.add_argument("--seq-len", type=int, required=True)
+    ap.add_argument("--max-steps", type=int, required=True)
+    ap.add_argument("--per-device-train-batch-size", type=int, default=8)
+    ap.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    # Defaults: portatrain train's (pt_train_args_defaults in src/train/trainer.c), the same as
+    # TrainingArguments' for these fields.
+    ap.add_argument("--learning-rate", type=float, default=5e-5)
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--lr-scheduler-type", default="linear",
+                    choices=["linear", "cosine", "constant", "constant_with_warmup"])
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--adam-beta1", type=float, default=0.9)
+    ap.add_argument("--adam-beta2", type=float, default=0.999)
+    ap.add_argument("--adam-epsilon", type=float, default=1e-8)
+    ap.add_argument("--max-grad-norm", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--optim", default=None,
+                    help="TrainingArguments.optim (default: the Trainer's own default, adamw_torch_fused "
+                         "with torch >= 2.8)")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+    import transformers
+    from torch.utils.data import IterableDataset
+    from transformers import Qwen3ForCausalLM, Trainer, TrainingArguments
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    T, batch, accum = args.seq_len, args.per_device_train_batch_size, args.gradient_accumulation_steps
+    B = batch * accum
+    tokens = read_shard(args.data)
+    R = (len(tokens) - 1) // T
+    if R == 0:
+        sys.exit(f"{args.data}: {len(tokens)} tokens are too few for one window of {T + 1}")
+
+    class Windows(IterableDataset):
+        """Rows 0 .. max_steps*B-1 in order; row g is window g mod R (portatrain's unshuffled packing)."""
+
+        def __iter__(self):
+            for g in range(args.max_steps * B):
+                w = tokens[(g % R) * T:(g % R) * T + T + 1]
+                ids = torch.from_numpy(np.ascontiguousarray(w[:T]))
+                yield {"input_ids": ids, "labels": ids.clone(),
+                       "shift_labels": torch.from_numpy(np.ascontiguousarray(w[1:T + 1]))}
+
+        def __len__(self):
+            return args.max_steps * B
+
+    def collate(rows):
+        return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
+
+    model = Qwen3ForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
+    extra = {"optim": args.optim} if args.optim else {}
+    targs = TrainingArguments(
+        output_dir=args.output_dir, max_steps=args.max_steps,
+        per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
+        learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
+        lr_scheduler_type=args.lr_scheduler_type, weight_decay=args.weight_decay,
+        adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
+        max_grad_norm=args.max_grad_norm, seed=args.seed, data_seed=args.seed,
+        logging_steps=1, logging_first_step=True, save_strategy="no", eval_strategy="no",
+        report_to="none", use_cpu=True, dataloader_num_workers=0, remove_unused_columns=False,
+        disable_tqdm=True, **extra)
+    trainer = Trainer(model=model, args=targs, train_dataset=Windows(), data_collator=collate)
+    trainer.train()
+    os.makedirs(args.output_dir, exist_ok=True)
+    trainer.state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
+    opt = trainer.optimizer
+    opt = getattr(opt, "optimizer", opt)  # accelerate's wrapper
+    run = {
+        **{k: v for k, v in vars(args).items() if k not in ("output_dir", "optim")},
+        "tool": "tools/hf_trainer_run.py",
+        "transformers_version": transformers.__version__, "torch_version": torch.__version__,
+        "optim": getattr(trainer.args.optim, "value", trainer.args.optim),
+        "optimizer": f"{type(opt).__module__}.{type(opt).__name__}"
+                     f"(fused={opt.defaults.get('fused')}, foreach={opt.defaults.get('foreach')})",
+        "decay_parameters": sorted(trainer.get_decay_parameter_names(model)),
+        "num_windows": R, "num_tokens": int(len(tokens)),
+        # the frozen inputs, so a later portatrain run can check it trains on the same bytes
+        "sha256": {name: sha256_file(path) for name, path in (
+            ("config.json", os.path.join(args.model, "config.json")),
+            ("model.safetensors", os.path.join(args.model, "model.safetensors")),
+            ("data", args.data)) if os.path.exists(path)},
+    }
+    with open(os.path.join(args.output_dir, "hf_run.json"), "w") as f:
+        json.dump(run, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {os.path.join(args.output_dir, 'trainer_state.json')}")
+
+
+if __name__ == "__main__":
+    main()
