@@ -13,6 +13,18 @@ static int count(const char *s, const char *needle) {
     return n;
 }
 
+// Well-formed UTF-8 (no stray continuation byte, no truncated sequence).
+static int utf8_valid(const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int len = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        if (!len) return 0;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xC0) != 0x80) return 0;
+        p += len;
+    }
+    return 1;
+}
+
 static void render(const char *fixture, char **html, char **md) {
     char rel[128];
     snprintf(rel, sizeof rel, "tests/fixtures/report/%s", fixture);
@@ -87,6 +99,21 @@ int main(void) {
         CHECK(hh && mm && strstr(hh, "<td>eval_dataset_sha256</td><td>e5a1</td>") && strstr(mm, "| eval_dataset_sha256 | e5a1 |"),
               "the eval shard set's hash is shown with the other frozen inputs");
         free(hh); free(mm); free(hp); free(mp); free(dir);
+        cJSON_Delete(r);
+    }
+    // A portability label cut at 40 bytes keeps whole UTF-8 characters (an "é" across the cut was split,
+    // leaving an invalid byte in the HTML).
+    {
+        cJSON *r = cJSON_Parse("{\"version\": 1, \"verdict\": \"ACCEPTED\", \"reasons\": [], \"portability\": ["
+                               "{\"writer\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\u00e9zz\", \"reader\": \"cpu\","
+                               " \"save_time_s\": 1, \"restore_time_s\": 2}]}");
+        char *dir = test_tmpdir("report"), *hp = pt_path_join(dir, "report.html");
+        CHECK(r && pt_report_render(r, dir) == 0, "render: %s", pt_last_error());
+        size_t n;
+        char *hh = pt_read_file(hp, &n);
+        CHECK(hh && utf8_valid(hh), "report.html is valid UTF-8 with a label cut inside a character");
+        CHECK(hh && strstr(hh, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa -&gt; cpu"), "the label is cut before the character");
+        free(hh); free(hp); free(dir);
         cJSON_Delete(r);
     }
     // `portatrain report` refuses a file that is not an accept report (the renderer alone takes any object).

@@ -55,6 +55,16 @@ static const char *fmt(const cJSON *o, const char *k, char *buf, size_t n) {
     return "n/a";
 }
 
+// The length of s cut to at most max bytes without splitting a UTF-8 sequence
+// (a cut label must stay valid UTF-8 in the HTML).
+static int utf8_prefix_len(const char *s, int max) {
+    int n = (int)strnlen(s, (size_t)max + 1);
+    if (n <= max) return n;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;  // s[n] continues a sequence: cut before it
+    return n;
+}
+
 typedef struct { FILE *h, *m; } out_t;
 
 // A two-or-more column table of fields: rows are keys, columns are objects.
@@ -482,7 +492,8 @@ static void render(out_t *o, const cJSON *r) {
     for (int i = 0; i < np; i++) {
         const cJSON *e = cJSON_GetArrayItem(po, i);
         char b1[64], b2[64];
-        snprintf(lbl[i], sizeof lbl[i], "%.40s -> %.40s", fmt(e, "writer", b1, 64), fmt(e, "reader", b2, 64));
+        const char *w = fmt(e, "writer", b1, 64), *rd = fmt(e, "reader", b2, 64);
+        snprintf(lbl[i], sizeof lbl[i], "%.*s -> %.*s", utf8_prefix_len(w, 40), w, utf8_prefix_len(rd, 40), rd);
         pl[i] = lbl[i];
         if (!num(e, "save_time_s", &sv[2 * i])) sv[2 * i] = NAN;
         if (!num(e, "restore_time_s", &sv[2 * i + 1])) sv[2 * i + 1] = NAN;
