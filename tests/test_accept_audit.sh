@@ -26,6 +26,11 @@ check 2 "portatrain: error: $T/p.json: currency: must be a non-empty string" -- 
   "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/cur" --price-table "$T/p.json"
 [ ! -e "$T/cur" ] && echo "ok: nothing ran for a bad currency" || { echo "FAIL: ran with a bad currency"; fail=1; }
 
+# a price no machine has (1e300 an hour: the cost would overflow to null, read as "no accepted outcome")
+python3 -c "import json,sys; p=json.load(open('configs/prices.json')); [e.update(price_per_hour=1e300) for e in p['entries']]; json.dump(p, open(sys.argv[1], 'w'))" "$T/p2.json"
+check 2 "price_per_hour 1e+300 is above 1e12" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/cur2" --price-table "$T/p2.json"
+
 # 2. a rerun into the same --output-dir: first a full suite (ACCEPTED), kept in $T/a
 check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a"
 # an input inside a directory the suite empties is refused before it is deleted (was: the candidate

@@ -945,6 +945,12 @@ static int price_for(const cJSON *table, const char *path, const pt_platform *pl
             pt_set_error("%s: entries[id=%s]: needs a non-negative price_per_hour, a unit, a source and a date", path, out->id);
             return -1;
         }
+        // No machine costs 1e12 an hour: a larger figure is a unit slip, and would overflow the cost to inf
+        // (JSON null), which the report would read as "no accepted outcome".
+        if (pr > 1e12) {
+            pt_set_error("%s: entries[id=%s]: price_per_hour %g is above 1e12 (a unit error?)", path, out->id, pr);
+            return -1;
+        }
         out->price = pr;
         out->source = src->valuestring;
         out->date = dt->valuestring;
