@@ -190,4 +190,31 @@ for bad in '"eos_token_id": []' '"eos_token_id": [1, "x"]' '"hidden_act": "gelu"
     check 1 "portatrain: error: $T/ids/bad.json: " -- "$B" init --config "$T/ids/bad.json" --output-dir "$T/ids/bad"
 done
 
+# --- 7. sliding-window keys (transformers 5.25 Qwen3Config): accepted when every layer is full attention (same
+# loss as the plain config; transformers gives identical losses for these, docs/CHECKPOINTS.md), refused when a
+# layer would slide (transformers applies the window, or fails on a sliding layer without one) ---
+sw() {  # sw NAME JSON-UPDATE: the tied fixture with its config.json updated
+    mkdir -p "$T/sw/$1"; cp "$F/model.safetensors" "$T/sw/$1/"
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(json.loads(sys.argv[3])); [c.pop(k) for k in [k for k, v in c.items() if v == 'DROP']]; json.dump(c, open(sys.argv[2], 'w'))" \
+        "$F/config.json" "$T/sw/$1/config.json" "$2"
+}
+sw maxwin '{"use_sliding_window": true, "sliding_window": 4, "max_window_layers": 28, "layer_types": "DROP"}'
+sw nullwin '{"use_sliding_window": true, "sliding_window": null, "max_window_layers": 0, "layer_types": "DROP"}'
+sw fulltypes '{"use_sliding_window": true, "sliding_window": 4, "max_window_layers": 0}'
+for n in maxwin nullwin fulltypes; do
+    expect "use_sliding_window true, every layer full attention ($n): accepted, same loss" '[ "$(loss "$T/sw/$n")" = "$L0" ]'
+done
+sw slidetypes '{"layer_types": ["full_attention", "sliding_attention"]}'
+check 1 "portatrain: error: $T/sw/slidetypes/config.json: layer_types\[1\] is \"sliding_attention\"; only \"full_attention\" layers are supported" -- \
+    "$B" eval --model "$T/sw/slidetypes" --data "$F/data.bin" --seq-len 16 --max-batches 1
+sw mwl1 '{"use_sliding_window": true, "sliding_window": 4, "max_window_layers": 1, "layer_types": "DROP"}'
+check 1 "use_sliding_window true with sliding_window 4 makes layers 1 to 1 sliding-window layers" -- \
+    "$B" eval --model "$T/sw/mwl1" --data "$F/data.bin" --seq-len 16 --max-batches 1
+sw absentwin '{"use_sliding_window": true, "sliding_window": "DROP", "max_window_layers": 0, "layer_types": "DROP"}'
+check 1 "use_sliding_window true with sliding_window 4096 makes layers 0 to 1" -- \
+    "$B" init --config "$T/sw/absentwin/config.json" --output-dir "$T/sw/o1"
+sw shorttypes '{"layer_types": ["full_attention"]}'
+check 1 'field "layer_types" must be a list of num_hidden_layers (2) strings' -- \
+    "$B" init --config "$T/sw/shorttypes/config.json" --output-dir "$T/sw/o2"
+
 exit $fail

@@ -152,10 +152,42 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
         pt_set_error("%s: attention_bias true is not supported (Qwen3 has no attention bias)", what);
         goto done;
     }
+    // Sliding-window attention is not implemented; refuse any config in which a layer would use it.
+    // As Qwen3Config does: the window is sliding_window (default 4096) only with use_sliding_window
+    // true; layer_types, when absent or null, makes layers >= max_window_layers (default 28) sliding
+    // when there is a window; an explicit layer_types is taken as written. use_sliding_window true
+    // with every layer "full_attention" is plain causal attention and is accepted.
     flag = false;
     if (pt_json_get_bool(root, "use_sliding_window", &flag, what) < 0) goto done;
-    if (flag) {
-        pt_set_error("%s: use_sliding_window true is not supported", what);
+    int64_t window = 4096, max_window_layers = 28;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    bool has_window = flag && !(sw && cJSON_IsNull(sw));
+    if (pt_json_get_int(root, "sliding_window", &window, what) < 0 ||
+        pt_json_get_int(root, "max_window_layers", &max_window_layers, what) < 0)
+        goto done;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->num_hidden_layers) {
+            pt_set_error("%s: field \"layer_types\" must be a list of num_hidden_layers (%d) strings", what,
+                         c->num_hidden_layers);
+            goto done;
+        }
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, lt) {
+            const char *t = cJSON_IsString(it) ? it->valuestring : "";
+            if (strcmp(t, "full_attention") != 0) {
+                pt_set_error("%s: layer_types[%d] is \"%s\"; only \"full_attention\" layers are supported "
+                             "(no sliding-window attention)", what, i, t);
+                goto done;
+            }
+            i++;
+        }
+    } else if (has_window && max_window_layers < c->num_hidden_layers) {
+        pt_set_error("%s: use_sliding_window true with sliding_window %lld makes layers %lld to %d sliding-window "
+                     "layers (max_window_layers %lld), which is not supported", what, (long long)window,
+                     (long long)(max_window_layers < 0 ? 0 : max_window_layers), c->num_hidden_layers - 1,
+                     (long long)max_window_layers);
         goto done;
     }
     // Kept and written back; training refuses a non-zero rate (trainer.c), eval ignores it as
