@@ -16,7 +16,8 @@ attention mask, positions 0..T-1), and the max abs difference to LOGITS_FILE's
 `logits` is printed.  Exit status 0 if it is <= atol, 1 if above (or on a shape
 mismatch / non-finite values), 2 on usage errors.  Any "missing"/"unexpected"
 weights reported by transformers also fail the check (a tied checkpoint may
-lack lm_head.weight; that is not reported as missing).
+lack lm_head.weight; that is not reported as missing), and so does a config.json
+dtype (`dtype`, or the older `torch_dtype`) other than the weight files' one.
 
 Example (the golden fixtures must give error 0):
     python3 tools/hf_check_model.py tests/fixtures/golden/tied \\
@@ -60,6 +61,19 @@ def main():
         if v:
             print(f"FAIL: {k}: {sorted(v) if not isinstance(v, list) else v}")
             bad = True
+    # the config's dtype is what from_pretrained(dtype="auto") loads in: it must name the stored dtype
+    import glob, json, os, struct
+    cfg = json.load(open(os.path.join(a.dir, "config.json")))
+    cdt = cfg.get("dtype", cfg.get("torch_dtype"))
+    stored = set()
+    for f in glob.glob(os.path.join(a.dir, "*.safetensors")):
+        with open(f, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            stored |= {v["dtype"] for k, v in json.loads(fh.read(n)).items() if k != "__metadata__"}
+    names = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+    if {names.get(x, x) for x in stored} != {cdt}:
+        print(f"FAIL: config.json dtype {cdt!r} but the weights are stored as {sorted(stored)}")
+        bad = True
     with torch.no_grad():
         got = model(input_ids=ids).logits.to(torch.float32)
     if got.shape != want.shape:
