@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # HF model directories written and read by portatrain (src/io/hf_model.c, src/cli/cmd_export.c,
 # src/cli/cmd_ckpt.c, src/model/config.c): 1. a save into a directory holding an earlier save leaves only
-# the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export copies
-# every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
+# the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export and train's final save
+# copy every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
 # (export error, ckpt verify); 4. tied config + differing lm_head.weight refused; 5. head_dim defaults to
 # 128; 5b. num_key_value_heads absent (32) or null (= heads), attention_dropout kept,
 # training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id.
@@ -56,6 +56,8 @@ for f in $SIDE; do [ -e "$M/$f" ] || echo "{\"sidecar\": \"$f\"}" >"$M/$f"; done
 check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side"
 ok=1; for f in $SIDE; do cmp -s "$M/$f" "$T/side/$f" || { echo "  not copied: $f"; ok=0; }; done
 expect "every sidecar copied from the run's model dir" '[ $ok = 1 ]'
+ok=1; for f in $SIDE; do cmp -s "$M/$f" "$T/srun/$f" || { echo "  not in the final model dir: $f"; ok=0; }; done
+expect "train's final model dir (OUT) carries every sidecar of --model too" '[ $ok = 1 ]'
 rm "$M/vocab.json" "$M/merges.txt"
 check 0 "exported" -- "$B" export --checkpoint "$T/srun/checkpoint-1" --output-dir "$T/side2"
 expect "only the sidecars present are copied" '[ ! -e "$T/side2/vocab.json" ] && [ ! -e "$T/side2/merges.txt" ] && [ -e "$T/side2/chat_template.jinja" ]'

@@ -21,15 +21,6 @@ static void help(void) {
            "directory). The checkpoint is verified first.\n");
 }
 
-static int copy_file(const char *src, const char *dst) {
-    size_t n;
-    char *d = pt_read_file(src, &n);
-    if (!d) return -1;
-    int rc = pt_write_file_atomic(dst, d, n);
-    free(d);
-    return rc;
-}
-
 int cmd_export(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
@@ -94,23 +85,19 @@ int cmd_export(int argc, char **argv) {
         const cJSON *rcfg = cJSON_GetObjectItemCaseSensitive(st, "run_config");
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(rcfg, "model");
         if (!src && cJSON_IsString(md)) src = md->valuestring;
-        // Every tokenizer / generation sidecar transformers writes next to a
-        // model, so the export chats and generates as the source model did.
-        const char *files[] = {"tokenizer.json",   "tokenizer_config.json", "special_tokens_map.json",
-                               "chat_template.jinja", "generation_config.json", "vocab.json",
-                               "merges.txt",       "added_tokens.json"};
         if (!src || !pt_is_dir(src)) {
             pt_warn("%s: source model directory %s%s; no tokenizer or generation files copied (use --tokenizer DIR)",
                     ckpt_dir(c), src ? src : "unknown", src ? " not found" : " (no run_config.model)");
             src = NULL;
         }
-        for (size_t i = 0; src && i < PT_ARRAY_LEN(files) && !rc; i++) {
-            char *sp = pt_path_join(src, files[i]), *dp = pt_path_join(out, files[i]);
-            if (pt_file_exists(sp)) rc = copy_file(sp, dp);
-            else if (tok && i == 0) pt_warn("%s not found; not copied", sp);
+        // Every tokenizer / generation sidecar transformers writes next to a
+        // model, so the export chats and generates as the source model did.
+        if (src && tok) {
+            char *sp = pt_path_join(src, hf_sidecar_files[0]);
+            if (!pt_file_exists(sp)) pt_warn("%s not found; not copied", sp);
             free(sp);
-            free(dp);
         }
+        if (src) rc = hf_copy_sidecars(src, out, NULL);
     }
     if (!rc) fprintf(stderr, "exported %s (step %ld) to %s as %s\n", ckpt_dir(c), ckpt_step(c), out, dtype);
     free(host);

@@ -362,3 +362,31 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
     free(written);
     return rc;
 }
+
+const char *const hf_sidecar_files[] = {"tokenizer.json",      "tokenizer_config.json",  "special_tokens_map.json",
+                                        "chat_template.jinja", "generation_config.json", "vocab.json",
+                                        "merges.txt",          "added_tokens.json"};
+const int hf_num_sidecar_files = (int)PT_ARRAY_LEN(hf_sidecar_files);
+
+int hf_copy_sidecars(const char *src, const char *dst, int *ncopied) {
+    if (ncopied) *ncopied = 0;
+    char *rs = realpath(src, NULL), *rd = realpath(dst, NULL);
+    const bool same = rs && rd && !strcmp(rs, rd);
+    free(rs);
+    free(rd);
+    if (same) return 0;
+    int rc = 0;
+    for (int i = 0; i < hf_num_sidecar_files && !rc; i++) {
+        char *sp = pt_path_join(src, hf_sidecar_files[i]), *dp = pt_path_join(dst, hf_sidecar_files[i]);
+        if (pt_file_exists(sp)) {
+            size_t n;
+            char *d = pt_read_file(sp, &n);
+            rc = d ? pt_write_file_atomic(dp, d, n) : -1;
+            free(d);
+            if (!rc && ncopied) (*ncopied)++;
+        }
+        free(sp);
+        free(dp);
+    }
+    return rc;
+}

@@ -16,3 +16,12 @@ int hf_model_load_weights(qwen3_model *m, const char *dir);
 // staging directory and moved into place; weight files of an earlier save
 // that this one did not write are then removed (as save_pretrained does).
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes);
+
+// The tokenizer and generation files transformers keeps next to a model (tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json, chat_template.jinja, generation_config.json,
+// vocab.json, merges.txt, added_tokens.json): those present in SRC are copied into DST (atomically,
+// replacing any there), so DST tokenizes, chats and generates as SRC does. SRC == DST copies nothing.
+// *ncopied (if not NULL) gets how many were copied.
+extern const char *const hf_sidecar_files[];
+extern const int hf_num_sidecar_files;
+int hf_copy_sidecars(const char *src, const char *dst, int *ncopied);

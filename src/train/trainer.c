@@ -957,6 +957,9 @@ setup_done:
         collective_error = P != NULL;
         goto done;
     }
+    // The tokenizer and generation files of --model, as `export` copies them: transformers' own save
+    // writes generation_config.json, and without it the saved model generates with different defaults.
+    if (rank == 0 && hf_copy_sidecars(a->model_dir, a->output_dir, NULL) != 0) goto done;
     if (!quiet)
         pt_info("done: loss %.4f -> %.4f (min %.4f) in %.1f s; model saved to %s", loss_first, loss_last, loss_min,
                 pt_now_s() - t_start, a->output_dir);
