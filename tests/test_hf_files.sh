@@ -3,7 +3,8 @@
 # src/cli/cmd_ckpt.c, src/model/config.c): 1. a save into a directory holding an earlier save leaves only
 # the new weight files (as transformers' save_pretrained does), sharded <-> unsharded; 2. export and train's final save
 # copy every tokenizer/generation sidecar; 3. checkpoints without model config or lacking a required tensor
-# (export error, ckpt verify); 4. tied config + differing lm_head.weight refused; 5. head_dim defaults to
+# (export error, ckpt verify); 4. tied config + differing lm_head.weight refused,
+# lm_head.weight as the only stored copy read as the embedding; 5. head_dim defaults to
 # 128; 5b. num_key_value_heads absent (32) or null (= heads), attention_dropout kept,
 # training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id.
 set -u
@@ -108,10 +109,20 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data + bytes(lm))
 PY
 }
 with_lm_head "$T/tied_eq" 0; with_lm_head "$T/tied_ne" 1
+# tied, only lm_head.weight stored (no model.embed_tokens.weight): transformers loads the embedding from it
+mkdir -p "$T/tied_lmonly"; cp "$F/config.json" "$T/tied_lmonly/"
+python3 - "$F/model.safetensors" "$T/tied_lmonly/model.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); hdr["lm_head.weight"] = hdr.pop("model.embed_tokens.weight")
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
 L0=$(loss "$F")
 expect "tied, lm_head.weight equal to embed_tokens: accepted, same loss" '[ -n "$L0" ] && [ "$(loss "$T/tied_eq")" = "$L0" ]'
 check 0 '"loss"' -- "$B" eval --model "$T/tied_eq" --data "$F/data.bin" --seq-len 16 --max-batches 1
 expect "  without a warning" '! grep -q "warning" "$T/out"'
+expect "tied, only lm_head.weight stored: the embedding is read from it, same loss" '[ "$(loss "$T/tied_lmonly")" = "$L0" ]'
 check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true; set tie_word_embeddings to false" -- \
     "$B" eval --model "$T/tied_ne" --data "$F/data.bin" --seq-len 16 --max-batches 1
 

@@ -107,6 +107,10 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
         const qwen3_param_info *pi = &m->tensors[i];
         const st_file *f = NULL;
         const st_tensor *t = shards_find(&s, pi->name, &f);
+        // Tied weights stored only as lm_head.weight: transformers ties them either way round and
+        // loads the embedding from it.
+        if (!t && m->cfg.tie_word_embeddings && !strcmp(pi->name, "model.embed_tokens.weight"))
+            t = shards_find(&s, "lm_head.weight", &f);
         if (!t) {
             pt_set_error("%s: missing tensor \"%s\"", dir, pi->name);
             goto done;

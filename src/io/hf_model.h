@@ -4,8 +4,9 @@
 #include "model/qwen3.h"
 
 // Reads DIR/config.json, creates the model on `be` and loads its weights
-// (F32/BF16/F16/F64, converted to fp32). lm_head.weight may be absent when
-// tied (and must then equal model.embed_tokens.weight if present). Shapes are
+// (F32/BF16/F16/F64, converted to fp32). When tied, lm_head.weight may be
+// absent (and must then equal model.embed_tokens.weight if present), or be the
+// only copy stored (the embedding is read from it, as transformers does). Shapes are
 // checked against the config.
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be);
 // Loads weights from a model dir into an existing model (same config).
