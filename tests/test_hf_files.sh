@@ -6,7 +6,8 @@
 # (export error, ckpt verify); 4. tied config + differing lm_head.weight refused,
 # lm_head.weight as the only stored copy read as the embedding; 5. head_dim defaults to
 # 128; 5b. num_key_value_heads absent (32) or null (= heads), attention_dropout kept,
-# training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id.
+# training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id; 7. sliding-window keys;
+# 8. rope_scaling beside rope_parameters.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -229,5 +230,20 @@ check 1 "use_sliding_window true with sliding_window 4096 makes layers 0 to 1" -
 sw shorttypes '{"layer_types": ["full_attention"]}'
 check 1 'field "layer_types" must be a list of num_hidden_layers (2) strings' -- \
     "$B" init --config "$T/sw/shorttypes/config.json" --output-dir "$T/sw/o2"
+
+# --- 8. a legacy rope_scaling beside rope_parameters: transformers 5 takes a non-empty rope_scaling instead of
+# rope_parameters (its rope_theta, else the top-level one); measured in transformers, docs/CHECKPOINTS.md ---
+sw rs_linear '{"rope_scaling": {"rope_type": "linear", "factor": 2.0}}'
+check 1 "portatrain: error: $T/sw/rs_linear/config.json: rope_scaling.rope_type \"linear\" is not supported" -- \
+    "$B" eval --model "$T/sw/rs_linear" --data "$F/data.bin" --seq-len 16 --max-batches 1
+sw rp_500 '{"rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}'
+sw rs_500 '{"rope_scaling": {"rope_type": "default", "rope_theta": 500.0}}'
+sw rs_top500 '{"rope_scaling": {"type": "default"}, "rope_theta": 500.0}'
+sw rs_empty '{"rope_scaling": {}, "rope_theta": 500.0}'
+L500=$(loss "$T/sw/rp_500")
+expect "rope_theta 500 changes the loss ($L500 vs $L0)" '[ -n "$L500" ] && [ "$L500" != "$L0" ]'
+expect "rope_scaling's rope_theta wins over rope_parameters'" '[ "$(loss "$T/sw/rs_500")" = "$L500" ]'
+expect "rope_scaling without rope_theta: the top-level rope_theta, not rope_parameters'" '[ "$(loss "$T/sw/rs_top500")" = "$L500" ]'
+expect "an empty rope_scaling leaves rope_parameters in force" '[ "$(loss "$T/sw/rs_empty")" = "$L0" ]'
 
 exit $fail

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`portatrain eval` loss against transformers' loss on the same windows, for model directories written by
 transformers' save_pretrained (fp32, bf16, sharded; tied and untied) and for config.json variants (RoPE and
-sliding-window keys as transformers 5 writes them).
+sliding-window keys as transformers 5 writes them, and a legacy rope_scaling beside rope_parameters).
 
 Usage: python3 tools/hf_eval_parity.py PORTATRAIN SHARD WORKDIR [--seq-len 16] [--batch 2]
 
@@ -78,6 +78,11 @@ def main():
                                      "layer_types": "DROP"},
         "layer_types-sliding-no-window": {"layer_types": ["full_attention", "sliding_attention"]},
         "torch_dtype-instead-of-dtype": {"dtype": "DROP", "torch_dtype": "float32"},
+        # a non-empty rope_scaling (the older key) replaces rope_parameters in transformers 5, even beside it
+        "rope_scaling-linear-beside-rope_parameters": {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+        "rope_scaling-theta-beside-rope_parameters": {"rope_scaling": {"rope_type": "default", "rope_theta": 77.0}},
+        "rope_scaling-no-theta-top-level-theta": {"rope_scaling": {"rope_type": "default"}, "rope_theta": 77.0},
+        "rope_scaling-empty-beside-rope_parameters": {"rope_scaling": {}},
     }
     cfg = json.load(open(os.path.join(src, "config.json")))
     for name, upd in variants.items():

@@ -126,11 +126,15 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
         pt_json_get_double(root, "initializer_range", &c->initializer_range, what) < 0 ||
         pt_json_get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, what) < 0)
         goto done;
-    // RoPE: `rope_theta` (older configs) or `rope_parameters` (transformers v5).
+    // RoPE: `rope_theta` (older configs) or `rope_parameters` (transformers v5). As transformers 5 reads
+    // them: a non-empty `rope_scaling` object (the older key) replaces `rope_parameters` altogether,
+    // even when both are there (Qwen3's model card tells users to add a YaRN `rope_scaling` to
+    // config.json); its rope_theta, else the top-level one, else 10000.
     int has_theta = pt_json_get_double(root, "rope_theta", &c->rope_theta, what);
     if (has_theta < 0) goto done;
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    if (!rp || cJSON_IsNull(rp)) rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (!rp || cJSON_IsNull(rp) || (cJSON_IsObject(rp) && !rp->child))
+        rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
     if (rp && !cJSON_IsNull(rp)) {
         if (!cJSON_IsObject(rp)) {
             pt_set_error("%s: field \"%s\" must be an object", what, rp->string);
