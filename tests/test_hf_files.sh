@@ -7,7 +7,7 @@
 # lm_head.weight as the only stored copy read as the embedding; 5. head_dim defaults to
 # 128; 5b. num_key_value_heads absent (32) or null (= heads), attention_dropout kept,
 # training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id; 7. sliding-window keys;
-# 8. rope_scaling beside rope_parameters.
+# 8. rope_scaling beside rope_parameters; 9. null values Qwen3Config refuses.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -245,5 +245,15 @@ expect "rope_theta 500 changes the loss ($L500 vs $L0)" '[ -n "$L500" ] && [ "$L
 expect "rope_scaling's rope_theta wins over rope_parameters'" '[ "$(loss "$T/sw/rs_500")" = "$L500" ]'
 expect "rope_scaling without rope_theta: the top-level rope_theta, not rope_parameters'" '[ "$(loss "$T/sw/rs_top500")" = "$L500" ]'
 expect "an empty rope_scaling leaves rope_parameters in force" '[ "$(loss "$T/sw/rs_empty")" = "$L0" ]'
+
+# --- 9. null where transformers' Qwen3Config refuses null (it fails validation): refused, not read as the default ---
+for k in head_dim rms_norm_eps rope_theta hidden_act tie_word_embeddings attention_bias use_sliding_window \
+         max_window_layers max_position_embeddings attention_dropout initializer_range vocab_size model_type; do
+    sw "null_$k" "{\"$k\": null}"
+    check 1 "portatrain: error: $T/sw/null_$k/config.json: field \"$k\" is null, which transformers' Qwen3Config refuses" -- \
+        "$B" eval --model "$T/sw/null_$k" --data "$F/data.bin" --seq-len 16 --max-batches 1
+done
+sw null_ok '{"bos_token_id": null, "eos_token_id": null, "pad_token_id": null, "sliding_window": null, "rope_scaling": null}'
+expect "null token ids, sliding_window and rope_scaling: accepted, same loss" '[ "$(loss "$T/sw/null_ok")" = "$L0" ]'
 
 exit $fail

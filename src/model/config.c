@@ -63,6 +63,20 @@ int qwen3_config_parse(qwen3_config *c, const char *json, size_t len, const char
         pt_set_error("%s: top level must be a JSON object", what);
         goto done;
     }
+    // Qwen3Config (transformers 5.25) refuses null for these fields (only the token ids, num_key_value_heads,
+    // sliding_window, layer_types, rope_parameters and rope_scaling may be null); reading null as the
+    // default would run a model transformers does not load.
+    static const char *const not_null[] = {
+        "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "head_dim", "hidden_act", "max_position_embeddings", "initializer_range", "rms_norm_eps", "use_cache",
+        "tie_word_embeddings", "rope_theta", "attention_bias", "use_sliding_window", "max_window_layers",
+        "attention_dropout"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(not_null); i++)
+        if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, not_null[i]))) {
+            pt_set_error("%s: field \"%s\" is null, which transformers' Qwen3Config refuses; give a value or "
+                         "remove the key", what, not_null[i]);
+            goto done;
+        }
     const char *model_type = NULL;
     if (pt_json_get_string(root, "model_type", &model_type, what) < 0) goto done;
     if (model_type && strcmp(model_type, "qwen3") != 0) {
