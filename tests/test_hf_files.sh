@@ -32,6 +32,22 @@ check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X"
 check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$X" --max-shard-size 20000
 expect "unsharded -> sharded: stale model.safetensors removed" '[ ! -e "$X/model.safetensors" ] && [ -e "$X/model.safetensors.index.json" ]'
 expect "unsharded -> sharded: the new weights load ($(loss "$X") = $L2)" '[ "$(loss "$X")" = "$L2" ]'
+python3 - "$X" >"$T/idx" <<'PY'
+import glob, json, os, struct, sys
+idx = json.load(open(os.path.join(sys.argv[1], "model.safetensors.index.json")))
+size = params = 0; where = {}
+for f in glob.glob(os.path.join(sys.argv[1], "model-*.safetensors")):
+    raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k == "__metadata__": continue
+        size += v["data_offsets"][1] - v["data_offsets"][0]; where[k] = os.path.basename(f)
+        p = 1
+        for d in v["shape"]: p *= d
+        params += p
+print(idx["metadata"] == {"total_parameters": params, "total_size": size} and idx["weight_map"] == where)
+PY
+expect "sharded index: weight_map names each tensor's file, metadata total_size (tensor bytes) and total_parameters as transformers 5 writes them" \
+    '[ "$(cat "$T/idx")" = True ]'
 n20=$(ls "$X" | grep -c -- '-of-00020\.safetensors$')
 check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X" --max-shard-size 40000
 expect "sharded -> sharded: only the new shards remain ($n20 old)" \

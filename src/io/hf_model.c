@@ -286,7 +286,7 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
     int nt = m->num_tensors;
     int *shard_of = pt_calloc(nt, sizeof(int));
     int nshards = 1;
-    uint64_t cur = 0, total = 0;
+    uint64_t cur = 0, total = 0, total_params = 0;
     for (int i = 0; i < nt; i++) {
         uint64_t b = m->tensors[i].numel * es;
         if (max_shard_bytes && cur > 0 && cur + b > max_shard_bytes) {
@@ -296,12 +296,15 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         shard_of[i] = nshards - 1;
         cur += b;
         total += b;
+        total_params += m->tensors[i].numel;
     }
     int rc = 0;
     cJSON *index = NULL, *wm = NULL;
     if (nshards > 1) {
         index = cJSON_CreateObject();
         cJSON *meta = cJSON_AddObjectToObject(index, "metadata");
+        // as transformers 5 writes it: the parameter count, and the bytes of tensor data (no headers)
+        cJSON_AddNumberToObject(meta, "total_parameters", (double)total_params);
         cJSON_AddNumberToObject(meta, "total_size", (double)total);
         wm = cJSON_AddObjectToObject(index, "weight_map");
     }
