@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Export parity with Hugging Face transformers: train a few steps with a
-# checkpoint, `portatrain export` it (fp32, bf16, sharded, and a TP2 x FSDP2 run's), and check with
+# checkpoint, `portatrain export` it (fp32, bf16, sharded, a TP2 x FSDP2 run's and its final dir, a DP2 run's),
+# and check with
 # transformers (tools/hf_check_model.py, pip-installs torch/transformers)
 # that the exported directory loads unchanged and gives portatrain's logits
 # (max abs error <= 1e-4 in fp32).
@@ -31,6 +32,15 @@ if command -v mpirun >/dev/null; then
   mpirun --oversubscribe -np 4 "$P" train --model "$tmp/init" --data "$DATA" --output-dir "$tmp/run4" --max-steps 4 \
     --seq-len 32 --per-device-train-batch-size 1 --save-steps 4 --learning-rate 1e-3 --tp 2 --fsdp 2 --quiet
   check tp2fsdp2 "$tmp/run4/checkpoint-4"
+  # the run's own final model dir (rank 0 gathers the shards; no export)
+  "$P" eval --model "$tmp/run4" --data "$DATA" --seq-len 32 --per-device-eval-batch-size 2 --max-batches 1 \
+    --logits-out "$tmp/logits-run4.safetensors" >/dev/null
+  echo -n "tp2fsdp2-final-dir: "
+  python3 "$(dirname "$0")/hf_check_model.py" "$tmp/run4" "$tmp/logits-run4.safetensors" "$tmp/logits-run4.safetensors" --atol 1e-4
+  # data parallel (2 replicas): rank 0 alone holds every tensor
+  mpirun --oversubscribe -np 2 "$P" train --model "$tmp/init" --data "$DATA" --output-dir "$tmp/rundp" --max-steps 4 \
+    --seq-len 32 --per-device-train-batch-size 1 --save-steps 4 --learning-rate 1e-3 --dp 2 --quiet
+  check dp2 "$tmp/rundp/checkpoint-4"
 fi
 # The other way: models written by transformers' save_pretrained (fp32, bf16, 20 KB shards; tied and untied,
 # with transformers 5's config keys: dtype, rope_parameters, layer_types, ...) read by portatrain eval.
