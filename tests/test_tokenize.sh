@@ -75,6 +75,13 @@ JSONL
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/nul" --quiet "$T/nul.jsonl"
 check "\\u0000 keeps the rest of the document" test "$(body_ids "$T/nul/shard-00000.bin")" = \
   "64 188 65 220 188 188 272 141334 330 80 3770 15 15 15 15 835 188 151643 188 151643 87 188 88 151643"
+# A raw NUL byte inside the string (strict JSON forbids raw control characters; cJSON accepts them) is kept
+# with the rest of the document too: it used to end the document silently. Ids from HF tokenizers 0.23.3 on
+# json.loads(line, strict=False).
+printf '{"text": "abc\000def ghi"}\n{"id": "k\000", "text": "\000\tx\000"}\n' > "$T/rawnul.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/rawnul" --quiet "$T/rawnul.jsonl"
+check "a raw NUL byte keeps the rest of the document" test "$(body_ids "$T/rawnul/shard-00000.bin")" = \
+  "13683 188 750 342 6023 151643 188 10225 188 151643"
 
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {

@@ -200,8 +200,12 @@ static const char *raw_field_value(const char *buf, size_t n, const char *field)
     }
 }
 
-// "\u0000" anywhere in the line (an escaped backslash before it only costs the slow path).
+// "\u0000" or a raw NUL byte anywhere in the line (an escaped backslash before
+// it only costs the slow path). cJSON accepts raw control characters inside
+// strings (strict JSON does not; Python's json.loads with strict=False does) and
+// keeps them, but its strlen-terminated value would end at a raw NUL.
 static bool has_nul_escape(const char *buf, size_t n) {
+    if (memchr(buf, 0, n)) return true;
     for (size_t i = 0; i + 6 <= n; i++)
         if (buf[i] == '\\' && memcmp(buf + i + 1, "u0000", 5) == 0) return true;
     return false;
@@ -251,7 +255,7 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
         if (has_nul_escape(r->buf, n)) {
             const char *raw = raw_field_value(r->buf, n, r->field), *q;
             if (!raw || *raw != '"') {
-                pt_set_error("%s:%llu: cannot find field \"%s\" again to keep its \\u0000", r->path,
+                pt_set_error("%s:%llu: cannot find field \"%s\" again to keep its NUL", r->path,
                              (unsigned long long)r->line_no, r->field);
                 return -1;
             }
