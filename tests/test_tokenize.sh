@@ -83,6 +83,18 @@ printf '{"text": "abc\000def ghi"}\n{"id": "k\000", "text": "\000\tx\000"}\n' > 
 check "a raw NUL byte keeps the rest of the document" test "$(body_ids "$T/rawnul/shard-00000.bin")" = \
   "13683 188 750 342 6023 151643 188 10225 188 151643"
 
+# .json (what HF datasets' to_json writes) and upper-case extensions are JSON Lines, not text documents of JSON
+# syntax; a JSON array / pretty-printed file is refused with a hint.
+printf '{"text": "Doc one"}\n{"text": "Doc two"}\n' > "$T/hf.json"
+cp "$T/hf.json" "$T/up.JSONL"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/json" --quiet "$T/hf.json" "$T/up.JSONL"
+check ".json and .JSONL read as JSON Lines" test "$(body_ids "$T/json/shard-00000.bin")" = \
+  "9550 825 151643 9550 1378 151643 9550 825 151643 9550 1378 151643"
+printf '[\n  {"text": "Doc one"}\n]\n' > "$T/arr.json"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/arr" --quiet "$T/arr.json" 2> "$T/arr.err"
+check "a pretty-printed JSON array is refused with a hint ($(cat "$T/arr.err"))" \
+  grep -q 'arr.json:1: .*one complete JSON object per line' "$T/arr.err"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do

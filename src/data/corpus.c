@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 struct pt_corpus_reader {
@@ -25,13 +26,16 @@ struct pt_corpus_reader {
     bool done;
 };
 
-static bool ends_with(const char *s, const char *suffix) {
+static bool ends_with_ci(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
+    return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
 pt_corpus_kind pt_corpus_kind_of(const char *path, bool lines) {
-    if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson")) return PT_CORPUS_JSONL;
+    // .json too: HF datasets' to_json() and load_dataset("json") use it for JSON Lines. Read as text, its
+    // JSON syntax would have become the training text.
+    if (ends_with_ci(path, ".jsonl") || ends_with_ci(path, ".ndjson") || ends_with_ci(path, ".json"))
+        return PT_CORPUS_JSONL;
     return lines ? PT_CORPUS_LINES : PT_CORPUS_TEXT;
 }
 
@@ -225,8 +229,13 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
         if (!r->json) {
             size_t at = end ? (size_t)(end - r->buf) : 0;
             if (at > n) at = n;
-            pt_set_error("%s:%llu: malformed JSON line (near byte %zu)", r->path, (unsigned long long)r->line_no,
-                         at + 1);
+            // A JSON array or a pretty-printed object is not JSON Lines: say so rather than "malformed".
+            const char *hint = r->line_no == 1 && (r->buf[i] == '[' || r->buf[i] == '{')
+                                   ? " (JSON Lines input: one complete JSON object per line; a JSON array or "
+                                     "an object over several lines is not read)"
+                                   : "";
+            pt_set_error("%s:%llu: malformed JSON line (near byte %zu)%s", r->path, (unsigned long long)r->line_no,
+                         at + 1, hint);
             return -1;
         }
         for (const char *p = end; p && p < r->buf + n; p++)
@@ -236,8 +245,11 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
                 return -1;
             }
         if (!cJSON_IsObject(r->json)) {
-            pt_set_error("%s:%llu: expected a JSON object with a \"%s\" string", r->path,
-                         (unsigned long long)r->line_no, r->field);
+            pt_set_error("%s:%llu: expected a JSON object with a \"%s\" string%s", r->path,
+                         (unsigned long long)r->line_no, r->field,
+                         cJSON_IsArray(r->json) && r->line_no == 1
+                             ? " (JSON Lines input: one object per line, not a JSON array)"
+                             : "");
             return -1;
         }
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, r->field);

@@ -1,11 +1,11 @@
 // Reading raw-text corpora document by document (for `portatrain tokenize`).
 //
 // Input kinds, chosen per file:
-//   - *.jsonl / *.ndjson: one JSON object per line; the document is the string
-//     field `text_field`. Blank lines are skipped. A line that is not a JSON
-//     object, lacks the field, or whose field is not a string is an error
-//     naming FILE:LINE. (A "\u0000" inside the string ends the document there:
-//     cJSON strings are NUL-terminated.)
+//   - *.jsonl / *.ndjson / *.json (any case): JSON Lines, one JSON object per
+//     line; the document is the string field `text_field`. Blank lines are
+//     skipped. A line that is not a JSON object, lacks the field, or whose field
+//     is not a string is an error naming FILE:LINE. A NUL inside the string
+//     ("\u0000" or a raw byte) is kept with the rest of the document.
 //   - anything else is text: the whole file is one document, or with `lines`
 //     each line is one (its "\n" or "\r\n" removed; empty lines skipped).
 // Empty documents are skipped. The bytes are passed on unchanged (the
