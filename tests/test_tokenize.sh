@@ -95,6 +95,16 @@ printf '[\n  {"text": "Doc one"}\n]\n' > "$T/arr.json"
 check "a pretty-printed JSON array is refused with a hint ($(cat "$T/arr.err"))" \
   grep -q 'arr.json:1: .*one complete JSON object per line' "$T/arr.err"
 
+# An unpaired surrogate escape (valid JSON to json.loads, refused by HF tokenizers) is named, not "malformed";
+# a line-1 syntax error of a one-line object gets no JSON Lines hint.
+printf '{"text": "ok"}\n{"text": "a\\ud800b"}\n' > "$T/sur.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/sur" --quiet "$T/sur.jsonl" 2> "$T/sur.err"
+check "an unpaired surrogate is named ($(cat "$T/sur.err"))" grep -q "sur.jsonl:2: unpaired UTF-16 surrogate escape '.ud800'" "$T/sur.err"
+printf '{"text": "a",}\n' > "$T/comma.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/comma" --quiet "$T/comma.jsonl" 2> "$T/comma.err"
+check "a one-line syntax error gets no JSON Lines hint ($(cat "$T/comma.err"))" \
+  grep -q 'comma.jsonl:1: malformed JSON line (near byte [0-9]*)$' "$T/comma.err"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do

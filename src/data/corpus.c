@@ -152,6 +152,42 @@ static size_t json_string(const char *p, const char **end, char *out) {
     return k;
 }
 
+static bool is_hex4(const char *p, const char *e) {
+    if (e - p < 4) return false;
+    for (int i = 0; i < 4; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'f'))) return false;
+    return true;
+}
+
+// Offset of the first "\uD800".."\uDFFF" escape not part of a high-low pair, or -1. Such a line is valid
+// JSON to Python's json.loads, but the string is not Unicode text (HF tokenizers refuses it) and cJSON
+// fails on it: the error says which escape it is, not just "malformed".
+static long lone_surrogate(const char *buf, size_t n) {
+    const char *p = buf, *e = buf + n;
+    while (p < e) {
+        if (*p != '\\' || p + 1 >= e) {
+            p++;
+            continue;
+        }
+        if (p[1] != 'u' || !is_hex4(p + 2, e)) {
+            p += 2;
+            continue;
+        }
+        uint32_t cp = hex4(p + 2);
+        if (cp >= 0xD800 && cp < 0xDC00) {
+            if (e - p >= 12 && p[6] == '\\' && p[7] == 'u' && is_hex4(p + 8, e) && hex4(p + 8) >= 0xDC00 &&
+                hex4(p + 8) < 0xE000) {
+                p += 12;
+                continue;
+            }
+            return (long)(p - buf);
+        }
+        if (cp >= 0xDC00 && cp < 0xE000) return (long)(p - buf);
+        p += 6;
+    }
+    return -1;
+}
+
 static const char *skip_ws(const char *p, const char *e) {
     while (p < e && (unsigned char)*p <= 32) p++;  // cJSON's notion of whitespace
     return p;
@@ -230,10 +266,21 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
             size_t at = end ? (size_t)(end - r->buf) : 0;
             if (at > n) at = n;
             // A JSON array or a pretty-printed object is not JSON Lines: say so rather than "malformed".
-            const char *hint = r->line_no == 1 && (r->buf[i] == '[' || r->buf[i] == '{')
+            // (an object is taken as spread over lines when the line does not end with its closing brace)
+            size_t last = n;
+            while (last > i && (r->buf[last - 1] == ' ' || r->buf[last - 1] == '\t')) last--;
+            const char *hint = r->line_no == 1 && (r->buf[i] == '[' || (r->buf[i] == '{' && r->buf[last - 1] != '}'))
                                    ? " (JSON Lines input: one complete JSON object per line; a JSON array or "
                                      "an object over several lines is not read)"
                                    : "";
+            long ls = lone_surrogate(r->buf, n);
+            if (ls >= 0) {
+                pt_set_error("%s:%llu: unpaired UTF-16 surrogate escape '%.6s' at byte %ld: not a Unicode "
+                             "character (Python's json.loads accepts it, HF tokenizers then refuses the string); "
+                             "replace it, e.g. with \\ufffd",
+                             r->path, (unsigned long long)r->line_no, r->buf + ls, ls + 1);
+                return -1;
+            }
             pt_set_error("%s:%llu: malformed JSON line (near byte %zu)%s", r->path, (unsigned long long)r->line_no,
                          at + 1, hint);
             return -1;
