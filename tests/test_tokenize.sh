@@ -105,6 +105,17 @@ printf '{"text": "a",}\n' > "$T/comma.jsonl"
 check "a one-line syntax error gets no JSON Lines hint ($(cat "$T/comma.err"))" \
   grep -q 'comma.jsonl:1: malformed JSON line (near byte [0-9]*)$' "$T/comma.err"
 
+# JSON Lines from a pipe (no .jsonl name): --format jsonl reads it; without, it is text and a warning says so.
+cat "$T/hf.json" | "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/pipe" --quiet --format jsonl /dev/stdin
+check "--format jsonl on /dev/stdin" test "$(body_ids "$T/pipe/shard-00000.bin")" = "9550 825 151643 9550 1378 151643"
+cat "$T/hf.json" | "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/pipe2" --quiet /dev/stdin 2> "$T/pipe2.err"
+check "JSON Lines read as text by its name: warned ($(cat "$T/pipe2.err"))" \
+  grep -q 'stdin: read as text (by its name), but its first line is a JSON object with a "text" string' "$T/pipe2.err"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/astext" --quiet --format text "$T/hf.json" 2> "$T/astext.err"
+check "--format text reads a .json as text, no warning" test -s "$T/astext/dataset.json" -a ! -s "$T/astext.err"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/plain" --quiet "$T/a.txt" 2> "$T/plain.err"
+check "no warning for plain text" test ! -s "$T/plain.err"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do

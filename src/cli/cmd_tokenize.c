@@ -36,6 +36,8 @@ static void usage(FILE *f) {
             "  --output-dir DIR     output directory, created if needed (required)\n"
             "  --lines              .txt inputs: one document per line (empty lines skipped)\n"
             "  --text-field NAME    .jsonl/.ndjson/.json inputs: the field holding the text (default: text)\n"
+            "  --format F           auto (default: JSON Lines for .jsonl/.ndjson/.json names, else text),\n"
+            "                       text or jsonl for every input (e.g. JSON Lines from a pipe or /dev/stdin)\n"
             "  --eos TOKEN          end-of-document token (default: <|endoftext|>, else the eos_token of\n"
             "                       tokenizer_config.json beside the tokenizer)\n"
             "  --shard-tokens N     tokens per shard (default %llu; at most 2147483647)\n"
@@ -181,6 +183,8 @@ int cmd_tokenize(int argc, char **argv) {
     argp_init(&p, argc, argv);
     const char *tok_path = NULL, *out_dir = NULL, *text_field = "text", *eos_name = NULL;
     bool lines = false, quiet = false;
+    pt_corpus_format format = PT_CORPUS_AUTO;
+    const char *format_name = NULL;
     int64_t shard_tokens = (int64_t)DEFAULT_SHARD_TOKENS, threads = 0;
     const char **inputs = pt_calloc((size_t)argc + 1, sizeof *inputs);
     int ninputs = 0;
@@ -194,6 +198,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(opt, "--output-dir")) out_dir = argp_value(&p);
         else if (!strcmp(opt, "--text-field")) text_field = argp_value(&p);
         else if (!strcmp(opt, "--eos")) eos_name = argp_value(&p);
+        else if (!strcmp(opt, "--format")) format_name = argp_value(&p);
         else if (!strcmp(opt, "--lines")) lines = argp_flag(&p);
         else if (!strcmp(opt, "--quiet")) quiet = argp_flag(&p);
         else if (!strcmp(opt, "--shard-tokens")) shard_tokens = argp_int(&p);
@@ -221,6 +226,15 @@ int cmd_tokenize(int argc, char **argv) {
         goto out_inputs;
     }
     if (threads == 0) threads = omp_get_max_threads();
+    if (format_name) {
+        if (!strcmp(format_name, "auto")) format = PT_CORPUS_AUTO;
+        else if (!strcmp(format_name, "text")) format = PT_CORPUS_FORMAT_TEXT;
+        else if (!strcmp(format_name, "jsonl")) format = PT_CORPUS_FORMAT_JSONL;
+        else {
+            rc = cli_usage_error("tokenize", "--format must be auto, text or jsonl");
+            goto out_inputs;
+        }
+    }
     if (!*text_field) {
         rc = cli_usage_error("tokenize", "--text-field must not be empty");
         goto out_inputs;
@@ -229,7 +243,7 @@ int cmd_tokenize(int argc, char **argv) {
     // Every input must be readable before anything is written.
     uint64_t total_bytes = 0;
     for (int i = 0; i < ninputs; i++) {
-        pt_corpus_reader *r = pt_corpus_open(inputs[i], lines, text_field);
+        pt_corpus_reader *r = pt_corpus_open_as(inputs[i], format, lines, text_field);
         if (!r) {
             rc = cli_fail();
             goto out_inputs;
@@ -278,7 +292,7 @@ int cmd_tokenize(int argc, char **argv) {
     uint64_t done_bytes = 0;
     int err = 0;
     for (int i = 0; i < ninputs && !err; i++) {
-        pt_corpus_reader *r = pt_corpus_open(inputs[i], lines, text_field);
+        pt_corpus_reader *r = pt_corpus_open_as(inputs[i], format, lines, text_field);
         if (!r) {
             err = 1;
             break;

@@ -24,6 +24,7 @@ struct pt_corpus_reader {
     pt_sha256 *sha;
     char hex[65];
     bool done;
+    bool sniff;  // text by its name alone: warn if its first line is a JSON Lines record
 };
 
 static bool ends_with_ci(const char *s, const char *suffix) {
@@ -40,6 +41,10 @@ pt_corpus_kind pt_corpus_kind_of(const char *path, bool lines) {
 }
 
 pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_field) {
+    return pt_corpus_open_as(path, PT_CORPUS_AUTO, lines, text_field);
+}
+
+pt_corpus_reader *pt_corpus_open_as(const char *path, pt_corpus_format format, bool lines, const char *text_field) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         pt_set_error("%s: cannot open input: %s", path, strerror(errno));
@@ -54,7 +59,11 @@ pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_
     pt_corpus_reader *r = pt_calloc(1, sizeof *r);
     r->path = pt_strdup(path);
     r->f = f;
-    r->kind = pt_corpus_kind_of(path, lines);
+    r->kind = format == PT_CORPUS_AUTO ? pt_corpus_kind_of(path, lines)
+              : format == PT_CORPUS_FORMAT_JSONL ? PT_CORPUS_JSONL
+              : lines ? PT_CORPUS_LINES
+                      : PT_CORPUS_TEXT;
+    r->sniff = format == PT_CORPUS_AUTO && r->kind != PT_CORPUS_JSONL;
     r->field = pt_strdup(text_field && *text_field ? text_field : "text");
     r->sha = pt_sha256_new();
     return r;
@@ -358,6 +367,24 @@ static int next_whole(pt_corpus_reader *r, const char **text, size_t *len) {
     return 1;
 }
 
+// A text input (by its name) whose first line is a JSON object holding the text field as a string: most
+// likely JSON Lines under another name (a pipe, /dev/stdin, a .txt) whose JSON syntax would be trained on.
+static void sniff_jsonl(pt_corpus_reader *r, const char *text, size_t len) {
+    r->sniff = false;
+    const char *p = text, *e = text + len;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
+    while (p < e && (*p == ' ' || *p == '\t')) p++;
+    if (p >= e || *p != '{') return;
+    const char *nl = memchr(p, '\n', (size_t)(e - p));
+    cJSON *j = cJSON_ParseWithLength(p, (size_t)((nl ? nl : e) - p));
+    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, r->field) : NULL;
+    if (cJSON_IsString(v))
+        pt_warn("%s: read as text (by its name), but its first line is a JSON object with a \"%s\" string: "
+                "its JSON syntax is tokenized as text. For JSON Lines use --format jsonl (or a .jsonl name)",
+                r->path, r->field);
+    cJSON_Delete(j);
+}
+
 int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len) {
     if (r->done) return 0;
     int rc;
@@ -372,6 +399,7 @@ int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len) {
         break;
     default: rc = next_whole(r, text, len); break;
     }
+    if (rc == 1 && r->sniff) sniff_jsonl(r, *text, *len);
     if (rc == 1) r->docs++;
     if (rc == 0) finish(r);
     return rc;

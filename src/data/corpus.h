@@ -22,8 +22,13 @@ typedef struct pt_corpus_reader pt_corpus_reader;
 
 // The kind `path` is read as.
 pt_corpus_kind pt_corpus_kind_of(const char *path, bool lines);
+// How an input is read: by its name (AUTO), as text (whole file, or per line with `lines`), or as JSON Lines.
+typedef enum { PT_CORPUS_AUTO = 0, PT_CORPUS_FORMAT_TEXT = 1, PT_CORPUS_FORMAT_JSONL = 2 } pt_corpus_format;
 // Opens a file; NULL with an error naming it if it cannot be opened or is not a regular file.
+// pt_corpus_open = pt_corpus_open_as(PT_CORPUS_AUTO). In AUTO mode a file read as text whose first line is
+// a JSON object with the text field as a string gets a warning (JSON Lines under another name, e.g. a pipe).
 pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_field);
+pt_corpus_reader *pt_corpus_open_as(const char *path, pt_corpus_format format, bool lines, const char *text_field);
 // Next document: 1 with *text/*len valid until the next call, 0 at the end,
 // -1 with an error naming FILE:LINE.
 int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len);
