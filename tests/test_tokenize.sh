@@ -116,6 +116,14 @@ check "--format text reads a .json as text, no warning" test -s "$T/astext/datas
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/plain" --quiet "$T/a.txt" 2> "$T/plain.err"
 check "no warning for plain text" test ! -s "$T/plain.err"
 
+# The same file twice (overlapping globs, a symlink) is tokenized twice, with a warning.
+ln -s "$T/c.jsonl" "$T/c-link.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/dup" --quiet --text-field body "$T/c.jsonl" "$T/c-link.jsonl" \
+  2> "$T/dup.err"
+check "a file given twice is warned about ($(cat "$T/dup.err"))" \
+  grep -q 'input 2 (.*c-link.jsonl) is the same file as input 1 (.*c.jsonl)' "$T/dup.err"
+check "... and tokenized twice" test "$(body_ids "$T/dup/shard-00000.bin")" = "36975 13 151643 36975 13 151643"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do

@@ -241,17 +241,29 @@ int cmd_tokenize(int argc, char **argv) {
     }
 
     // Every input must be readable before anything is written.
+    // The same regular file named twice (overlapping globs, a symlink) is tokenized twice: allowed
+    // (deliberate upsampling), but said.
     uint64_t total_bytes = 0;
+    struct stat *sts = pt_calloc((size_t)ninputs, sizeof *sts);
     for (int i = 0; i < ninputs; i++) {
         pt_corpus_reader *r = pt_corpus_open_as(inputs[i], format, lines, text_field);
         if (!r) {
+            free(sts);
             rc = cli_fail();
             goto out_inputs;
         }
         pt_corpus_close(r);
-        struct stat st;
-        if (stat(inputs[i], &st) == 0) total_bytes += (uint64_t)st.st_size;
+        if (stat(inputs[i], &sts[i]) == 0) {
+            total_bytes += (uint64_t)sts[i].st_size;
+            for (int j = 0; j < i && S_ISREG(sts[i].st_mode); j++)
+                if (S_ISREG(sts[j].st_mode) && sts[j].st_dev == sts[i].st_dev && sts[j].st_ino == sts[i].st_ino) {
+                    pt_warn("input %d (%s) is the same file as input %d (%s): its documents are tokenized again",
+                            i + 1, inputs[i], j + 1, inputs[j]);
+                    break;
+                }
+        }
     }
+    free(sts);
 
     pt_tokenizer *tok = tokenizer_load(tok_path);
     if (!tok) {
