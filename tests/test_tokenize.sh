@@ -124,6 +124,16 @@ check "a file given twice is warned about ($(cat "$T/dup.err"))" \
   grep -q 'input 2 (.*c-link.jsonl) is the same file as input 1 (.*c.jsonl)' "$T/dup.err"
 check "... and tokenized twice" test "$(body_ids "$T/dup/shard-00000.bin")" = "36975 13 151643 36975 13 151643"
 
+# NaN / Infinity / -Infinity in other fields (Python's json.dumps writes a float nan/inf so; json.loads reads it)
+# do not make the line "malformed"; the same words inside strings are text. Ids from HF tokenizers 0.23.3.
+cat > "$T/nan.jsonl" <<'JSONL'
+{"text": "Hello NaN world", "score": NaN, "w": Infinity, "m": -Infinity, "s": "Infinity"}
+{"a":[NaN,-Infinity],"text":"x\"NaN"}
+JSONL
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/nan" --quiet "$T/nan.jsonl" 2> "$T/nan.err"
+check "NaN/Infinity in other fields are read as json.loads does ($(cat "$T/nan.err"))" \
+  test "$(body_ids "$T/nan/shard-00000.bin" 2>/dev/null)" = "9707 32178 1879 151643 87 1 22831 151643"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do

@@ -21,6 +21,8 @@ struct pt_corpus_reader {
     cJSON *json;  // the current jsonl document's tree
     char *doc;    // the document decoded again when it holds a NUL (raw_field_value)
     size_t doc_cap;
+    char *alt;    // the line with NaN/Infinity/-Infinity replaced (nonfinite_to_zero)
+    size_t alt_cap;
     pt_sha256 *sha;
     char hex[65];
     bool done;
@@ -260,6 +262,36 @@ static bool has_nul_escape(const char *buf, size_t n) {
     return false;
 }
 
+// Python's json.dumps writes a float nan/inf as the bare words NaN, Infinity, -Infinity (allow_nan=True, the
+// default) and json.loads reads them back; cJSON refuses them. In a copy of the line, each such word outside
+// strings becomes 0 padded with spaces (same length: offsets and the strings are unchanged). Returns how many.
+static int nonfinite_to_zero(char *p, size_t n) {
+    static const char *const words[3] = {"-Infinity", "Infinity", "NaN"};
+    int count = 0;
+    for (size_t i = 0; i < n;) {
+        if (p[i] == '"') {
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') i++;
+            i++;
+            continue;
+        }
+        bool hit = false;
+        for (int w = 0; w < 3 && !hit; w++) {
+            size_t k = strlen(words[w]);
+            if (n - i >= k && memcmp(p + i, words[w], k) == 0 &&
+                (i == 0 || strchr(" \t:,[", p[i - 1])) && (i + k == n || strchr(" \t,]}", p[i + k]))) {
+                memset(p + i, ' ', k);
+                p[i] = '0';
+                i += k;
+                count++;
+                hit = true;
+            }
+        }
+        if (!hit) i++;
+    }
+    return count;
+}
+
 static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
     for (;;) {
         size_t n;
@@ -271,6 +303,16 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
         if (r->json) cJSON_Delete(r->json);
         const char *end = NULL;
         r->json = cJSON_ParseWithLengthOpts(r->buf, n, &end, 0);
+        if (!r->json) {
+            if (n + 1 > r->alt_cap) {
+                r->alt_cap = n + 1;
+                r->alt = pt_realloc(r->alt, r->alt_cap);
+            }
+            memcpy(r->alt, r->buf, n + 1);
+            const char *end2 = NULL;
+            if (nonfinite_to_zero(r->alt, n) > 0 && (r->json = cJSON_ParseWithLengthOpts(r->alt, n, &end2, 0)))
+                end = r->buf + (end2 - r->alt);
+        }
         if (!r->json) {
             size_t at = end ? (size_t)(end - r->buf) : 0;
             if (at > n) at = n;
@@ -422,6 +464,7 @@ void pt_corpus_close(pt_corpus_reader *r) {
     }
     free(r->buf);
     free(r->doc);
+    free(r->alt);
     free(r->field);
     free(r->path);
     free(r);
