@@ -93,7 +93,11 @@ check ".json and .JSONL read as JSON Lines" test "$(body_ids "$T/json/shard-0000
 printf '[\n  {"text": "Doc one"}\n]\n' > "$T/arr.json"
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/arr" --quiet "$T/arr.json" 2> "$T/arr.err"
 check "a pretty-printed JSON array is refused with a hint ($(cat "$T/arr.err"))" \
-  grep -q 'arr.json:1: .*one complete JSON object per line' "$T/arr.err"
+  grep -q 'arr.json:1: .*one complete JSON object per line.*--format text reads each input as text' "$T/arr.err"
+printf '{"name": "pkg", "version": "1.0"}\n' > "$T/package.json"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/pkg" --quiet "$T/package.json" 2> "$T/pkg.err"
+check "a .json that is not JSON Lines names --format text ($(cat "$T/pkg.err"))" \
+  grep -q 'package.json:1: no "text" field.*--format text' "$T/pkg.err"
 
 # An unpaired surrogate escape (valid JSON to json.loads, refused by HF tokenizers) is named, not "malformed";
 # a line-1 syntax error of a one-line object gets no JSON Lines hint.

@@ -27,6 +27,7 @@ struct pt_corpus_reader {
     char hex[65];
     bool done;
     bool sniff;  // text by its name alone: warn if its first line is a JSON Lines record
+    bool json_name;  // JSON Lines because of a .json name alone (it may be a JSON file meant as text)
 };
 
 static bool ends_with_ci(const char *s, const char *suffix) {
@@ -66,6 +67,7 @@ pt_corpus_reader *pt_corpus_open_as(const char *path, pt_corpus_format format, b
               : lines ? PT_CORPUS_LINES
                       : PT_CORPUS_TEXT;
     r->sniff = format == PT_CORPUS_AUTO && r->kind != PT_CORPUS_JSONL;
+    r->json_name = format == PT_CORPUS_AUTO && ends_with_ci(path, ".json");
     r->field = pt_strdup(text_field && *text_field ? text_field : "text");
     r->sha = pt_sha256_new();
     return r;
@@ -440,6 +442,12 @@ int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len) {
         if (rc == 1) *text = r->buf;
         break;
     default: rc = next_whole(r, text, len); break;
+    }
+    if (rc < 0 && r->json_name && r->docs == 0) {
+        // A .json that is not JSON Lines may be a JSON file meant as a text document (code corpora).
+        char *msg = pt_strdup(pt_last_error());
+        pt_set_error("%s (a .json name is read as JSON Lines; --format text reads each input as text)", msg);
+        free(msg);
     }
     if (rc == 1 && r->sniff) sniff_jsonl(r, *text, *len);
     if (rc == 1) r->docs++;
