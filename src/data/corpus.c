@@ -311,9 +311,31 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
                 r->alt = pt_realloc(r->alt, r->alt_cap);
             }
             memcpy(r->alt, r->buf, n + 1);
+            // Unpaired surrogate escapes become \ufffd (same length) in the copy: in another field they are
+            // no concern of ours (json.loads reads them); in the text field they are refused below.
+            int fixes = nonfinite_to_zero(r->alt, n);
+            for (long off = 0, ls; (ls = lone_surrogate(r->alt + off, n - (size_t)off)) >= 0; off += ls + 6) {
+                memcpy(r->alt + off + ls, "\\ufffd", 6);
+                fixes++;
+            }
             const char *end2 = NULL;
-            if (nonfinite_to_zero(r->alt, n) > 0 && (r->json = cJSON_ParseWithLengthOpts(r->alt, n, &end2, 0)))
-                end = r->buf + (end2 - r->alt);
+            if (fixes > 0) r->json = cJSON_ParseWithLengthOpts(r->alt, n, &end2, 0);
+            if (end2) end = r->buf + (end2 - r->alt);  // where the copy's parse ended (or failed)
+            if (r->json) {
+                const char *raw = raw_field_value(r->buf, n, r->field), *q;
+                if (raw && *raw == '"') {
+                    json_string(raw, &q, NULL);
+                    long ls = lone_surrogate(raw, (size_t)(q - raw));
+                    if (ls >= 0) {
+                        pt_set_error("%s:%llu: unpaired UTF-16 surrogate escape '%.6s' at byte %ld, in the \"%s\" "
+                                     "field: not a Unicode character (Python's json.loads accepts it, HF tokenizers "
+                                     "then refuses the string); replace it, e.g. with \\ufffd",
+                                     r->path, (unsigned long long)r->line_no, raw + ls, (long)(raw - r->buf) + ls + 1,
+                                     r->field);
+                        return -1;
+                    }
+                }
+            }
         }
         if (!r->json) {
             size_t at = end ? (size_t)(end - r->buf) : 0;
@@ -326,14 +348,6 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
                                    ? " (JSON Lines input: one complete JSON object per line; a JSON array or "
                                      "an object over several lines is not read)"
                                    : "";
-            long ls = lone_surrogate(r->buf, n);
-            if (ls >= 0) {
-                pt_set_error("%s:%llu: unpaired UTF-16 surrogate escape '%.6s' at byte %ld: not a Unicode "
-                             "character (Python's json.loads accepts it, HF tokenizers then refuses the string); "
-                             "replace it, e.g. with \\ufffd",
-                             r->path, (unsigned long long)r->line_no, r->buf + ls, ls + 1);
-                return -1;
-            }
             pt_set_error("%s:%llu: malformed JSON line (near byte %zu)%s", r->path, (unsigned long long)r->line_no,
                          at + 1, hint);
             return -1;
