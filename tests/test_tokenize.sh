@@ -127,6 +127,17 @@ check "--format text reads a .json as text, no warning" test -s "$T/astext/datas
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/plain" --quiet "$T/a.txt" 2> "$T/plain.err"
 check "no warning for plain text" test ! -s "$T/plain.err"
 
+# A named pipe (mkfifo, e.g. fed by zstdcat): the readability check used to open and close it, which killed its
+# writer (SIGPIPE), and the read then waited forever.
+mkfifo "$T/fifo.jsonl"
+cat "$T/hf.json" > "$T/fifo.jsonl" &
+writer=$!
+timeout 30 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/fifo" --quiet "$T/fifo.jsonl" 2> "$T/fifo.err"
+frc=$?
+kill "$writer" 2> /dev/null; wait "$writer" 2> /dev/null
+check "a named pipe is read, not hung on (rc $frc, $(cat "$T/fifo.err"))" \
+  test "$frc" = 0 -a "$(body_ids "$T/fifo/shard-00000.bin" 2>/dev/null)" = "9550 825 151643 9550 1378 151643"
+
 # The same file twice (overlapping globs, a symlink) is tokenized twice, with a warning.
 ln -s "$T/c.jsonl" "$T/c-link.jsonl"
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/dup" --quiet --text-field body "$T/c.jsonl" "$T/c-link.jsonl" \

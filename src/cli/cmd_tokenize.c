@@ -12,6 +12,7 @@
 #include "util/fileio.h"
 #include "util/json.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +247,17 @@ int cmd_tokenize(int argc, char **argv) {
     uint64_t total_bytes = 0;
     struct stat *sts = pt_calloc((size_t)ninputs, sizeof *sts);
     for (int i = 0; i < ninputs; i++) {
+        // A named pipe (mkfifo) is not opened here: opening and closing it would end its writer (SIGPIPE)
+        // and the real read would then wait forever for another.
+        if (stat(inputs[i], &sts[i]) == 0 && !S_ISREG(sts[i].st_mode) && !S_ISDIR(sts[i].st_mode)) {
+            if (access(inputs[i], R_OK) != 0) {
+                pt_set_error("%s: cannot open input: %s", inputs[i], strerror(errno));
+                free(sts);
+                rc = cli_fail();
+                goto out_inputs;
+            }
+            continue;
+        }
         pt_corpus_reader *r = pt_corpus_open_as(inputs[i], format, lines, text_field);
         if (!r) {
             free(sts);
