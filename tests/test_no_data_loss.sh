@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A failed command must not delete what an earlier one wrote: a tokenize that
 # fails keeps the dataset already in its --output-dir (before or after it wrote
-# shards of its own), and leaves none of its temporaries behind; accept refuses
+# shards of its own), and leaves none of its temporaries behind (a killed one's
+# are removed by the next successful run); accept refuses
 # a --baseline-run inside its --output-dir (it would empty it before reading).
 set -u
 B="${PORTATRAIN:?PORTATRAIN must name the portatrain binary}"
@@ -40,6 +41,15 @@ jcheck "$T/ds/dataset.json" 'r["inputs"][0]["path"].endswith("new.jsonl") and r[
     "the new index describes the new corpus"
 jcheck "$T/ds/dataset.json" 'all(__import__("hashlib").sha256(open(sys.argv[1][:-12] + s["file"], "rb").read()[1024:]).hexdigest() == s["sha256"] for s in r["shards"])' \
     "every shard's body matches the new index's sha256"
+
+# A run killed before its finish (SIGKILL, Ctrl-C, a pre-empted job) leaves its hidden temporaries; the next
+# successful run removes them (they used to stay forever, up to a shard's size each), and nothing else.
+: > "$T/ds/.shard-00007.bin.partial"; : > "$T/ds/.shard-00008.bin.partial.tmp"; : > "$T/ds/.notes"
+check 0 'tokenize: ' -- "$B" "${TK[@]}" "$T/new.jsonl"
+if ls -A "$T/ds" | grep -q -v -E '^(dataset\.json|shard-[0-9]{5}\.bin|\.notes)$'; then
+    echo "FAIL: a killed run's temporaries outlive the next run: $(ls -A "$T/ds" | tr '\n' ' ')"; fail=1
+elif [ ! -e "$T/ds/.notes" ]; then echo "FAIL: a file that is not a shard temporary was removed"; fail=1
+else echo "ok: the next successful tokenize removes a killed run's temporaries (and only those)"; fi
 
 # accept: refused before anything runs (in $T, where the default demo data is absent, so a
 # missed refusal cannot start training either).

@@ -75,6 +75,86 @@ JSONL
 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/nul" --quiet "$T/nul.jsonl"
 check "\\u0000 keeps the rest of the document" test "$(body_ids "$T/nul/shard-00000.bin")" = \
   "64 188 65 220 188 188 272 141334 330 80 3770 15 15 15 15 835 188 151643 188 151643 87 188 88 151643"
+# A raw NUL byte inside the string (strict JSON forbids raw control characters; cJSON accepts them) is kept
+# with the rest of the document too: it used to end the document silently. Ids from HF tokenizers 0.23.3 on
+# json.loads(line, strict=False).
+printf '{"text": "abc\000def ghi"}\n{"id": "k\000", "text": "\000\tx\000"}\n' > "$T/rawnul.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/rawnul" --quiet "$T/rawnul.jsonl"
+check "a raw NUL byte keeps the rest of the document" test "$(body_ids "$T/rawnul/shard-00000.bin")" = \
+  "13683 188 750 342 6023 151643 188 10225 188 151643"
+
+# .json (what HF datasets' to_json writes) and upper-case extensions are JSON Lines, not text documents of JSON
+# syntax; a JSON array / pretty-printed file is refused with a hint.
+printf '{"text": "Doc one"}\n{"text": "Doc two"}\n' > "$T/hf.json"
+cp "$T/hf.json" "$T/up.JSONL"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/json" --quiet "$T/hf.json" "$T/up.JSONL"
+check ".json and .JSONL read as JSON Lines" test "$(body_ids "$T/json/shard-00000.bin")" = \
+  "9550 825 151643 9550 1378 151643 9550 825 151643 9550 1378 151643"
+printf '[\n  {"text": "Doc one"}\n]\n' > "$T/arr.json"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/arr" --quiet "$T/arr.json" 2> "$T/arr.err"
+check "a pretty-printed JSON array is refused with a hint ($(cat "$T/arr.err"))" \
+  grep -q 'arr.json:1: .*one complete JSON object per line.*--format text reads each input as text' "$T/arr.err"
+printf '{"name": "pkg", "version": "1.0"}\n' > "$T/package.json"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/pkg" --quiet "$T/package.json" 2> "$T/pkg.err"
+check "a .json that is not JSON Lines names --format text ($(cat "$T/pkg.err"))" \
+  grep -q 'package.json:1: no "text" field.*--format text' "$T/pkg.err"
+
+# An unpaired surrogate escape (valid JSON to json.loads, refused by HF tokenizers) is named, not "malformed";
+# a line-1 syntax error of a one-line object gets no JSON Lines hint.
+printf '{"text": "ok"}\n{"text": "a\\ud800b"}\n' > "$T/sur.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/sur" --quiet "$T/sur.jsonl" 2> "$T/sur.err"
+check "an unpaired surrogate is named ($(cat "$T/sur.err"))" \
+  grep -q "sur.jsonl:2: unpaired UTF-16 surrogate escape '.ud800' at byte 12, in the \"text\" field" "$T/sur.err"
+# ... but one in another field does not stop the line (json.loads reads it, only the text is tokenized).
+# Ids from HF tokenizers 0.23.3.
+printf '%s\n' '{"title": "\udc00", "text": "ok \ud83d\ude00", "x": "\ud800\ud800"}' > "$T/sur2.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/sur2" --quiet "$T/sur2.jsonl" 2> "$T/sur2.err"
+check "an unpaired surrogate in another field is no error ($(cat "$T/sur2.err"))" \
+  test "$(body_ids "$T/sur2/shard-00000.bin" 2>/dev/null)" = "562 90316 151643"
+printf '{"text": "a",}\n' > "$T/comma.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/comma" --quiet "$T/comma.jsonl" 2> "$T/comma.err"
+check "a one-line syntax error gets no JSON Lines hint ($(cat "$T/comma.err"))" \
+  grep -q 'comma.jsonl:1: malformed JSON line (near byte [0-9]*)$' "$T/comma.err"
+
+# JSON Lines from a pipe (no .jsonl name): --format jsonl reads it; without, it is text and a warning says so.
+cat "$T/hf.json" | "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/pipe" --quiet --format jsonl /dev/stdin
+check "--format jsonl on /dev/stdin" test "$(body_ids "$T/pipe/shard-00000.bin")" = "9550 825 151643 9550 1378 151643"
+cat "$T/hf.json" | "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/pipe2" --quiet /dev/stdin 2> "$T/pipe2.err"
+check "JSON Lines read as text by its name: warned ($(cat "$T/pipe2.err"))" \
+  grep -q 'stdin: read as text (by its name), but its first line is a JSON object with a "text" string' "$T/pipe2.err"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/astext" --quiet --format text "$T/hf.json" 2> "$T/astext.err"
+check "--format text reads a .json as text, no warning" test -s "$T/astext/dataset.json" -a ! -s "$T/astext.err"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/plain" --quiet "$T/a.txt" 2> "$T/plain.err"
+check "no warning for plain text" test ! -s "$T/plain.err"
+
+# A named pipe (mkfifo, e.g. fed by zstdcat): the readability check used to open and close it, which killed its
+# writer (SIGPIPE), and the read then waited forever.
+mkfifo "$T/fifo.jsonl"
+cat "$T/hf.json" > "$T/fifo.jsonl" &
+writer=$!
+timeout 30 "$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/fifo" --quiet "$T/fifo.jsonl" 2> "$T/fifo.err"
+frc=$?
+kill "$writer" 2> /dev/null; wait "$writer" 2> /dev/null
+check "a named pipe is read, not hung on (rc $frc, $(cat "$T/fifo.err"))" \
+  test "$frc" = 0 -a "$(body_ids "$T/fifo/shard-00000.bin" 2>/dev/null)" = "9550 825 151643 9550 1378 151643"
+
+# The same file twice (overlapping globs, a symlink) is tokenized twice, with a warning.
+ln -s "$T/c.jsonl" "$T/c-link.jsonl"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/dup" --quiet --text-field body "$T/c.jsonl" "$T/c-link.jsonl" \
+  2> "$T/dup.err"
+check "a file given twice is warned about ($(cat "$T/dup.err"))" \
+  grep -q 'input 2 (.*c-link.jsonl) is the same file as input 1 (.*c.jsonl)' "$T/dup.err"
+check "... and tokenized twice" test "$(body_ids "$T/dup/shard-00000.bin")" = "36975 13 151643 36975 13 151643"
+
+# NaN / Infinity / -Infinity in other fields (Python's json.dumps writes a float nan/inf so; json.loads reads it)
+# do not make the line "malformed"; the same words inside strings are text. Ids from HF tokenizers 0.23.3.
+cat > "$T/nan.jsonl" <<'JSONL'
+{"text": "Hello NaN world", "score": NaN, "w": Infinity, "m": -Infinity, "s": "Infinity"}
+{"a":[NaN,-Infinity],"text":"x\"NaN"}
+JSONL
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/nan" --quiet "$T/nan.jsonl" 2> "$T/nan.err"
+check "NaN/Infinity in other fields are read as json.loads does ($(cat "$T/nan.err"))" \
+  test "$(body_ids "$T/nan/shard-00000.bin" 2>/dev/null)" = "9707 32178 1879 151643 87 1 22831 151643"
 
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {

@@ -12,6 +12,7 @@
 #include "util/fileio.h"
 #include "util/json.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,15 +28,17 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: portatrain tokenize --tokenizer PATH --output-dir DIR [options] INPUT...\n"
             "\n"
-            "Tokenizes .txt files (one document per file, or per line with --lines) and .jsonl files\n"
-            "(one JSON object per line, the document in --text-field), appends the end-of-document\n"
+            "Tokenizes text files (one document per file, or per line with --lines) and .jsonl/.ndjson/.json\n"
+            "files (JSON Lines: one JSON object per line, the document in --text-field), appends the end-of-document\n"
             "token after each document, and writes DIR/shard-NNNNN.bin (v1 shards) and DIR/dataset.json.\n"
             "\n"
             "options:\n"
             "  --tokenizer PATH     HF tokenizer.json (required)\n"
             "  --output-dir DIR     output directory, created if needed (required)\n"
             "  --lines              .txt inputs: one document per line (empty lines skipped)\n"
-            "  --text-field NAME    .jsonl inputs: the field holding the text (default: text)\n"
+            "  --text-field NAME    .jsonl/.ndjson/.json inputs: the field holding the text (default: text)\n"
+            "  --format F           auto (default: JSON Lines for .jsonl/.ndjson/.json names, else text),\n"
+            "                       text or jsonl for every input (e.g. JSON Lines from a pipe or /dev/stdin)\n"
             "  --eos TOKEN          end-of-document token (default: <|endoftext|>, else the eos_token of\n"
             "                       tokenizer_config.json beside the tokenizer)\n"
             "  --shard-tokens N     tokens per shard (default %llu; at most 2147483647)\n"
@@ -181,6 +184,8 @@ int cmd_tokenize(int argc, char **argv) {
     argp_init(&p, argc, argv);
     const char *tok_path = NULL, *out_dir = NULL, *text_field = "text", *eos_name = NULL;
     bool lines = false, quiet = false;
+    pt_corpus_format format = PT_CORPUS_AUTO;
+    const char *format_name = NULL;
     int64_t shard_tokens = (int64_t)DEFAULT_SHARD_TOKENS, threads = 0;
     const char **inputs = pt_calloc((size_t)argc + 1, sizeof *inputs);
     int ninputs = 0;
@@ -194,6 +199,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(opt, "--output-dir")) out_dir = argp_value(&p);
         else if (!strcmp(opt, "--text-field")) text_field = argp_value(&p);
         else if (!strcmp(opt, "--eos")) eos_name = argp_value(&p);
+        else if (!strcmp(opt, "--format")) format_name = argp_value(&p);
         else if (!strcmp(opt, "--lines")) lines = argp_flag(&p);
         else if (!strcmp(opt, "--quiet")) quiet = argp_flag(&p);
         else if (!strcmp(opt, "--shard-tokens")) shard_tokens = argp_int(&p);
@@ -221,23 +227,55 @@ int cmd_tokenize(int argc, char **argv) {
         goto out_inputs;
     }
     if (threads == 0) threads = omp_get_max_threads();
+    if (format_name) {
+        if (!strcmp(format_name, "auto")) format = PT_CORPUS_AUTO;
+        else if (!strcmp(format_name, "text")) format = PT_CORPUS_FORMAT_TEXT;
+        else if (!strcmp(format_name, "jsonl")) format = PT_CORPUS_FORMAT_JSONL;
+        else {
+            rc = cli_usage_error("tokenize", "--format must be auto, text or jsonl");
+            goto out_inputs;
+        }
+    }
     if (!*text_field) {
         rc = cli_usage_error("tokenize", "--text-field must not be empty");
         goto out_inputs;
     }
 
     // Every input must be readable before anything is written.
+    // The same regular file named twice (overlapping globs, a symlink) is tokenized twice: allowed
+    // (deliberate upsampling), but said.
     uint64_t total_bytes = 0;
+    struct stat *sts = pt_calloc((size_t)ninputs, sizeof *sts);
     for (int i = 0; i < ninputs; i++) {
-        pt_corpus_reader *r = pt_corpus_open(inputs[i], lines, text_field);
+        // A named pipe (mkfifo) is not opened here: opening and closing it would end its writer (SIGPIPE)
+        // and the real read would then wait forever for another.
+        if (stat(inputs[i], &sts[i]) == 0 && !S_ISREG(sts[i].st_mode) && !S_ISDIR(sts[i].st_mode)) {
+            if (access(inputs[i], R_OK) != 0) {
+                pt_set_error("%s: cannot open input: %s", inputs[i], strerror(errno));
+                free(sts);
+                rc = cli_fail();
+                goto out_inputs;
+            }
+            continue;
+        }
+        pt_corpus_reader *r = pt_corpus_open_as(inputs[i], format, lines, text_field);
         if (!r) {
+            free(sts);
             rc = cli_fail();
             goto out_inputs;
         }
         pt_corpus_close(r);
-        struct stat st;
-        if (stat(inputs[i], &st) == 0) total_bytes += (uint64_t)st.st_size;
+        if (stat(inputs[i], &sts[i]) == 0) {
+            total_bytes += (uint64_t)sts[i].st_size;
+            for (int j = 0; j < i && S_ISREG(sts[i].st_mode); j++)
+                if (S_ISREG(sts[j].st_mode) && sts[j].st_dev == sts[i].st_dev && sts[j].st_ino == sts[i].st_ino) {
+                    pt_warn("input %d (%s) is the same file as input %d (%s): its documents are tokenized again",
+                            i + 1, inputs[i], j + 1, inputs[j]);
+                    break;
+                }
+        }
     }
+    free(sts);
 
     pt_tokenizer *tok = tokenizer_load(tok_path);
     if (!tok) {
@@ -278,7 +316,7 @@ int cmd_tokenize(int argc, char **argv) {
     uint64_t done_bytes = 0;
     int err = 0;
     for (int i = 0; i < ninputs && !err; i++) {
-        pt_corpus_reader *r = pt_corpus_open(inputs[i], lines, text_field);
+        pt_corpus_reader *r = pt_corpus_open_as(inputs[i], format, lines, text_field);
         if (!r) {
             err = 1;
             break;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 struct pt_corpus_reader {
@@ -20,22 +21,33 @@ struct pt_corpus_reader {
     cJSON *json;  // the current jsonl document's tree
     char *doc;    // the document decoded again when it holds a NUL (raw_field_value)
     size_t doc_cap;
+    char *alt;    // the line with NaN/Infinity/-Infinity replaced (nonfinite_to_zero)
+    size_t alt_cap;
     pt_sha256 *sha;
     char hex[65];
     bool done;
+    bool sniff;  // text by its name alone: warn if its first line is a JSON Lines record
+    bool json_name;  // JSON Lines because of a .json name alone (it may be a JSON file meant as text)
 };
 
-static bool ends_with(const char *s, const char *suffix) {
+static bool ends_with_ci(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
+    return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
 pt_corpus_kind pt_corpus_kind_of(const char *path, bool lines) {
-    if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson")) return PT_CORPUS_JSONL;
+    // .json too: HF datasets' to_json() and load_dataset("json") use it for JSON Lines. Read as text, its
+    // JSON syntax would have become the training text.
+    if (ends_with_ci(path, ".jsonl") || ends_with_ci(path, ".ndjson") || ends_with_ci(path, ".json"))
+        return PT_CORPUS_JSONL;
     return lines ? PT_CORPUS_LINES : PT_CORPUS_TEXT;
 }
 
 pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_field) {
+    return pt_corpus_open_as(path, PT_CORPUS_AUTO, lines, text_field);
+}
+
+pt_corpus_reader *pt_corpus_open_as(const char *path, pt_corpus_format format, bool lines, const char *text_field) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         pt_set_error("%s: cannot open input: %s", path, strerror(errno));
@@ -50,7 +62,12 @@ pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_
     pt_corpus_reader *r = pt_calloc(1, sizeof *r);
     r->path = pt_strdup(path);
     r->f = f;
-    r->kind = pt_corpus_kind_of(path, lines);
+    r->kind = format == PT_CORPUS_AUTO ? pt_corpus_kind_of(path, lines)
+              : format == PT_CORPUS_FORMAT_JSONL ? PT_CORPUS_JSONL
+              : lines ? PT_CORPUS_LINES
+                      : PT_CORPUS_TEXT;
+    r->sniff = format == PT_CORPUS_AUTO && r->kind != PT_CORPUS_JSONL;
+    r->json_name = format == PT_CORPUS_AUTO && ends_with_ci(path, ".json");
     r->field = pt_strdup(text_field && *text_field ? text_field : "text");
     r->sha = pt_sha256_new();
     return r;
@@ -148,6 +165,42 @@ static size_t json_string(const char *p, const char **end, char *out) {
     return k;
 }
 
+static bool is_hex4(const char *p, const char *e) {
+    if (e - p < 4) return false;
+    for (int i = 0; i < 4; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'f'))) return false;
+    return true;
+}
+
+// Offset of the first "\uD800".."\uDFFF" escape not part of a high-low pair, or -1. Such a line is valid
+// JSON to Python's json.loads, but the string is not Unicode text (HF tokenizers refuses it) and cJSON
+// fails on it: the error says which escape it is, not just "malformed".
+static long lone_surrogate(const char *buf, size_t n) {
+    const char *p = buf, *e = buf + n;
+    while (p < e) {
+        if (*p != '\\' || p + 1 >= e) {
+            p++;
+            continue;
+        }
+        if (p[1] != 'u' || !is_hex4(p + 2, e)) {
+            p += 2;
+            continue;
+        }
+        uint32_t cp = hex4(p + 2);
+        if (cp >= 0xD800 && cp < 0xDC00) {
+            if (e - p >= 12 && p[6] == '\\' && p[7] == 'u' && is_hex4(p + 8, e) && hex4(p + 8) >= 0xDC00 &&
+                hex4(p + 8) < 0xE000) {
+                p += 12;
+                continue;
+            }
+            return (long)(p - buf);
+        }
+        if (cp >= 0xDC00 && cp < 0xE000) return (long)(p - buf);
+        p += 6;
+    }
+    return -1;
+}
+
 static const char *skip_ws(const char *p, const char *e) {
     while (p < e && (unsigned char)*p <= 32) p++;  // cJSON's notion of whitespace
     return p;
@@ -200,11 +253,45 @@ static const char *raw_field_value(const char *buf, size_t n, const char *field)
     }
 }
 
-// "\u0000" anywhere in the line (an escaped backslash before it only costs the slow path).
+// "\u0000" or a raw NUL byte anywhere in the line (an escaped backslash before
+// it only costs the slow path). cJSON accepts raw control characters inside
+// strings (strict JSON does not; Python's json.loads with strict=False does) and
+// keeps them, but its strlen-terminated value would end at a raw NUL.
 static bool has_nul_escape(const char *buf, size_t n) {
+    if (memchr(buf, 0, n)) return true;
     for (size_t i = 0; i + 6 <= n; i++)
         if (buf[i] == '\\' && memcmp(buf + i + 1, "u0000", 5) == 0) return true;
     return false;
+}
+
+// Python's json.dumps writes a float nan/inf as the bare words NaN, Infinity, -Infinity (allow_nan=True, the
+// default) and json.loads reads them back; cJSON refuses them. In a copy of the line, each such word outside
+// strings becomes 0 padded with spaces (same length: offsets and the strings are unchanged). Returns how many.
+static int nonfinite_to_zero(char *p, size_t n) {
+    static const char *const words[3] = {"-Infinity", "Infinity", "NaN"};
+    int count = 0;
+    for (size_t i = 0; i < n;) {
+        if (p[i] == '"') {
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') i++;
+            i++;
+            continue;
+        }
+        bool hit = false;
+        for (int w = 0; w < 3 && !hit; w++) {
+            size_t k = strlen(words[w]);
+            if (n - i >= k && memcmp(p + i, words[w], k) == 0 &&
+                (i == 0 || strchr(" \t:,[", p[i - 1])) && (i + k == n || strchr(" \t,]}", p[i + k]))) {
+                memset(p + i, ' ', k);
+                p[i] = '0';
+                i += k;
+                count++;
+                hit = true;
+            }
+        }
+        if (!hit) i++;
+    }
+    return count;
 }
 
 static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
@@ -219,10 +306,50 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
         const char *end = NULL;
         r->json = cJSON_ParseWithLengthOpts(r->buf, n, &end, 0);
         if (!r->json) {
+            if (n + 1 > r->alt_cap) {
+                r->alt_cap = n + 1;
+                r->alt = pt_realloc(r->alt, r->alt_cap);
+            }
+            memcpy(r->alt, r->buf, n + 1);
+            // Unpaired surrogate escapes become \ufffd (same length) in the copy: in another field they are
+            // no concern of ours (json.loads reads them); in the text field they are refused below.
+            int fixes = nonfinite_to_zero(r->alt, n);
+            for (long off = 0, ls; (ls = lone_surrogate(r->alt + off, n - (size_t)off)) >= 0; off += ls + 6) {
+                memcpy(r->alt + off + ls, "\\ufffd", 6);
+                fixes++;
+            }
+            const char *end2 = NULL;
+            if (fixes > 0) r->json = cJSON_ParseWithLengthOpts(r->alt, n, &end2, 0);
+            if (end2) end = r->buf + (end2 - r->alt);  // where the copy's parse ended (or failed)
+            if (r->json) {
+                const char *raw = raw_field_value(r->buf, n, r->field), *q;
+                if (raw && *raw == '"') {
+                    json_string(raw, &q, NULL);
+                    long ls = lone_surrogate(raw, (size_t)(q - raw));
+                    if (ls >= 0) {
+                        pt_set_error("%s:%llu: unpaired UTF-16 surrogate escape '%.6s' at byte %ld, in the \"%s\" "
+                                     "field: not a Unicode character (Python's json.loads accepts it, HF tokenizers "
+                                     "then refuses the string); replace it, e.g. with \\ufffd",
+                                     r->path, (unsigned long long)r->line_no, raw + ls, (long)(raw - r->buf) + ls + 1,
+                                     r->field);
+                        return -1;
+                    }
+                }
+            }
+        }
+        if (!r->json) {
             size_t at = end ? (size_t)(end - r->buf) : 0;
             if (at > n) at = n;
-            pt_set_error("%s:%llu: malformed JSON line (near byte %zu)", r->path, (unsigned long long)r->line_no,
-                         at + 1);
+            // A JSON array or a pretty-printed object is not JSON Lines: say so rather than "malformed".
+            // (an object is taken as spread over lines when the line does not end with its closing brace)
+            size_t last = n;
+            while (last > i && (r->buf[last - 1] == ' ' || r->buf[last - 1] == '\t')) last--;
+            const char *hint = r->line_no == 1 && (r->buf[i] == '[' || (r->buf[i] == '{' && r->buf[last - 1] != '}'))
+                                   ? " (JSON Lines input: one complete JSON object per line; a JSON array or "
+                                     "an object over several lines is not read)"
+                                   : "";
+            pt_set_error("%s:%llu: malformed JSON line (near byte %zu)%s", r->path, (unsigned long long)r->line_no,
+                         at + 1, hint);
             return -1;
         }
         for (const char *p = end; p && p < r->buf + n; p++)
@@ -232,8 +359,11 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
                 return -1;
             }
         if (!cJSON_IsObject(r->json)) {
-            pt_set_error("%s:%llu: expected a JSON object with a \"%s\" string", r->path,
-                         (unsigned long long)r->line_no, r->field);
+            pt_set_error("%s:%llu: expected a JSON object with a \"%s\" string%s", r->path,
+                         (unsigned long long)r->line_no, r->field,
+                         cJSON_IsArray(r->json) && r->line_no == 1
+                             ? " (JSON Lines input: one object per line, not a JSON array)"
+                             : "");
             return -1;
         }
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, r->field);
@@ -251,7 +381,7 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
         if (has_nul_escape(r->buf, n)) {
             const char *raw = raw_field_value(r->buf, n, r->field), *q;
             if (!raw || *raw != '"') {
-                pt_set_error("%s:%llu: cannot find field \"%s\" again to keep its \\u0000", r->path,
+                pt_set_error("%s:%llu: cannot find field \"%s\" again to keep its NUL", r->path,
                              (unsigned long long)r->line_no, r->field);
                 return -1;
             }
@@ -295,6 +425,24 @@ static int next_whole(pt_corpus_reader *r, const char **text, size_t *len) {
     return 1;
 }
 
+// A text input (by its name) whose first line is a JSON object holding the text field as a string: most
+// likely JSON Lines under another name (a pipe, /dev/stdin, a .txt) whose JSON syntax would be trained on.
+static void sniff_jsonl(pt_corpus_reader *r, const char *text, size_t len) {
+    r->sniff = false;
+    const char *p = text, *e = text + len;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
+    while (p < e && (*p == ' ' || *p == '\t')) p++;
+    if (p >= e || *p != '{') return;
+    const char *nl = memchr(p, '\n', (size_t)(e - p));
+    cJSON *j = cJSON_ParseWithLength(p, (size_t)((nl ? nl : e) - p));
+    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, r->field) : NULL;
+    if (cJSON_IsString(v))
+        pt_warn("%s: read as text (by its name), but its first line is a JSON object with a \"%s\" string: "
+                "its JSON syntax is tokenized as text. For JSON Lines use --format jsonl (or a .jsonl name)",
+                r->path, r->field);
+    cJSON_Delete(j);
+}
+
 int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len) {
     if (r->done) return 0;
     int rc;
@@ -309,6 +457,13 @@ int pt_corpus_next(pt_corpus_reader *r, const char **text, size_t *len) {
         break;
     default: rc = next_whole(r, text, len); break;
     }
+    if (rc < 0 && r->json_name && r->docs == 0) {
+        // A .json that is not JSON Lines may be a JSON file meant as a text document (code corpora).
+        char *msg = pt_strdup(pt_last_error());
+        pt_set_error("%s (a .json name is read as JSON Lines; --format text reads each input as text)", msg);
+        free(msg);
+    }
+    if (rc == 1 && r->sniff) sniff_jsonl(r, *text, *len);
     if (rc == 1) r->docs++;
     if (rc == 0) finish(r);
     return rc;
@@ -331,6 +486,7 @@ void pt_corpus_close(pt_corpus_reader *r) {
     }
     free(r->buf);
     free(r->doc);
+    free(r->alt);
     free(r->field);
     free(r->path);
     free(r);

@@ -530,6 +530,29 @@ void pt_dataset_writer_add_input(pt_dataset_writer *w, const char *path, uint64_
 uint64_t pt_dataset_writer_tokens(const pt_dataset_writer *w) { return w->tokens; }
 uint64_t pt_dataset_writer_documents(const pt_dataset_writer *w) { return w->docs; }
 
+// Removes hidden temporaries of earlier runs that were killed (SIGKILL, Ctrl-C, a pre-empted job) before
+// their finish or abort: ".PREFIX-NNNNN.bin.partial" and its ".tmp". Called once this run's own are renamed,
+// so every such name left is stale (up to a shard's size each, and hidden).
+static void remove_stale_partials(const char *dir, const char *prefix) {
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    const size_t pl = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        const char *n = e->d_name, *p = n + 1;
+        if (n[0] != '.' || strncmp(p, prefix, pl) != 0 || p[pl] != '-') continue;
+        p += pl + 1;
+        size_t digits = strspn(p, "0123456789");
+        if (digits < 5) continue;
+        p += digits;
+        if (strcmp(p, ".bin.partial") != 0 && strcmp(p, ".bin.partial.tmp") != 0) continue;
+        char *path = pt_path_join(dir, n);
+        unlink(path);
+        free(path);
+    }
+    closedir(dp);
+}
+
 int pt_dataset_writer_finish(pt_dataset_writer *w, pt_dataset *out) {
     if (w->tokens == 0) {
         pt_set_error("empty corpus: the inputs hold no document (nothing written to %s)", w->dir);
@@ -570,6 +593,7 @@ int pt_dataset_writer_finish(pt_dataset_writer *w, pt_dataset *out) {
         pt_dataset_writer_abort(w);
         return -1;
     }
+    remove_stale_partials(w->dir, w->prefix);
     if (out) *out = *d;
     else pt_dataset_free(d);
     free(w->dir);
