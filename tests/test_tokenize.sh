@@ -76,6 +76,19 @@ JSONL
 check "\\u0000 keeps the rest of the document" test "$(body_ids "$T/nul/shard-00000.bin")" = \
   "64 188 65 220 188 188 272 141334 330 80 3770 15 15 15 15 835 188 151643 188 151643 87 188 88 151643"
 
+# A UTF-8 byte order mark opening a text file is not text (Python's "utf-8-sig"; .jsonl already skips it):
+# whole-file and --lines documents start after it; a file of just a BOM holds no document. CRLF is kept in a
+# whole-file document (HF gives 319 for "\r\n" too). Ids from HF tokenizers 0.23.3 on
+# open(f, encoding="utf-8-sig").read().
+printf '\xef\xbb\xbfHello world\r\nline two\r\n' > "$T/bom.txt"
+printf '\xef\xbb\xbf' > "$T/bomonly.txt"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/bom" --quiet "$T/bom.txt" "$T/bomonly.txt"
+check "BOM skipped in a .txt document (got: $(body_ids "$T/bom/shard-00000.bin"))" \
+  test "$(body_ids "$T/bom/shard-00000.bin")" = "9707 1879 319 1056 1378 319 151643"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/bomL" --lines --quiet "$T/bom.txt"
+check "BOM skipped in the first --lines document (got: $(body_ids "$T/bomL/shard-00000.bin"))" \
+  test "$(body_ids "$T/bomL/shard-00000.bin")" = "9707 1879 151643 1056 1378 151643"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do

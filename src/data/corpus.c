@@ -68,6 +68,10 @@ static int read_error(pt_corpus_reader *r) {
     return -1;
 }
 
+// A UTF-8 byte order mark at the start of a text file marks the encoding and
+// is not part of the text (Python's "utf-8-sig"; cJSON skips it in .jsonl).
+static size_t bom_len(const char *s, size_t n) { return n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0; }
+
 // Next line without its terminator: 1, 0 at EOF, -1 on error.
 static int next_line(pt_corpus_reader *r, size_t *len) {
     ssize_t n = getline(&r->buf, &r->cap, r->f);
@@ -81,7 +85,9 @@ static int next_line(pt_corpus_reader *r, size_t *len) {
     if (n > 0 && r->buf[n - 1] == '\n') n--;
     if (n > 0 && r->buf[n - 1] == '\r') n--;
     r->buf[n] = 0;
-    *len = (size_t)n;
+    size_t skip = r->line_no == 1 && r->kind == PT_CORPUS_LINES ? bom_len(r->buf, (size_t)n) : 0;
+    if (skip) memmove(r->buf, r->buf + skip, (size_t)n - skip + 1);
+    *len = (size_t)n - skip;
     return 1;
 }
 
@@ -289,9 +295,10 @@ static int next_whole(pt_corpus_reader *r, const char **text, size_t *len) {
     }
     r->buf[n] = 0;
     r->bytes = n;
-    if (n == 0) return 0;
-    *text = r->buf;
-    *len = n;
+    size_t skip = bom_len(r->buf, n);
+    if (n == skip) return 0;
+    *text = r->buf + skip;
+    *len = n - skip;
     return 1;
 }
 
