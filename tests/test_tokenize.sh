@@ -89,6 +89,25 @@ check "BOM skipped in a .txt document (got: $(body_ids "$T/bom/shard-00000.bin")
 check "BOM skipped in the first --lines document (got: $(body_ids "$T/bomL/shard-00000.bin"))" \
   test "$(body_ids "$T/bomL/shard-00000.bin")" = "9707 1879 151643 1056 1378 151643"
 
+# Special-token text in a document: by default it becomes the special ids, as HF encode does (a written
+# <|endoftext|> is then a false document end), with a warning counting such documents; with
+# --special-tokens-as-text it is ordinary text while non-special added tokens (<think>) still match, as HF with
+# encode_special_tokens = True. Ids from HF tokenizers 0.23.3 (both settings).
+printf 'foo <|endoftext|> bar<|im_start|>user\n<think> x</think><|endoftext|><|endoftext|' > "$T/sp.txt"
+printf 'plain' > "$T/plain.txt"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/sp" --quiet "$T/sp.txt" "$T/plain.txt" 2> "$T/sp.err"
+check "special-token text: HF ids by default (got: $(body_ids "$T/sp/shard-00000.bin"))" \
+  test "$(body_ids "$T/sp/shard-00000.bin")" = \
+  "7975 220 151643 3619 151644 872 198 151667 856 151668 151643 27 91 8691 723 427 91 151643 20772 151643"
+check "special-token text: a warning counts the document (got: $(cat "$T/sp.err"))" \
+  grep -q 'warning: 1 document contains special-token text.*1 of them the end-of-document id' "$T/sp.err"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/spt" --quiet --special-tokens-as-text "$T/sp.txt" \
+  2> "$T/spt.err"
+check "--special-tokens-as-text: HF encode_special_tokens ids (got: $(body_ids "$T/spt/shard-00000.bin"))" \
+  test "$(body_ids "$T/spt/shard-00000.bin")" = "7975 82639 8691 723 427 91 29 3619 27 91 318 4906 91 29 872 198 \
+151667 856 151668 27 91 8691 723 427 91 1784 91 8691 723 427 91 151643"
+check "--special-tokens-as-text: no warning" test ! -s "$T/spt.err"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do
