@@ -179,7 +179,7 @@ static const char *skip_value(const char *p, const char *e) {
 }
 
 // The raw value of the first top-level member named field (cJSON's lookup
-// also takes the first), NULL if not found.
+// also takes the first; a repeated field is refused before), NULL if not found.
 static const char *raw_field_value(const char *buf, size_t n, const char *field) {
     const char *p = buf, *e = buf + n, *q;
     if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
@@ -248,6 +248,12 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
                          (unsigned long long)r->line_no, r->field);
             return -1;
         }
+        for (const cJSON *o = v->next; o; o = o->next)
+            if (o->string && strcmp(o->string, r->field) == 0) {  // Python's json.loads would take the last
+                pt_set_error("%s:%llu: field \"%s\" appears more than once", r->path, (unsigned long long)r->line_no,
+                             r->field);
+                return -1;
+            }
         if (!cJSON_IsString(v) || !v->valuestring) {
             pt_set_error("%s:%llu: field \"%s\" is not a string", r->path, (unsigned long long)r->line_no, r->field);
             return -1;
