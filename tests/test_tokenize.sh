@@ -174,6 +174,13 @@ expect_fail "jsonl line not an object" 1 "arr.jsonl:1" --tokenizer "$TOK" --outp
 printf '\n\n' > "$T/blank.jsonl"
 expect_fail "empty corpus" 1 "empty corpus" --tokenizer "$TOK" --output-dir "$T/x6" "$T/empty.txt" "$T/blank.jsonl"
 check "empty corpus: no dataset.json" test ! -e "$T/x6/dataset.json"
+printf '\x1f\x8b\x08\x00 rest of a gzip member' > "$T/z.jsonl.gz"
+expect_fail "gzip-compressed input" 1 "z.jsonl.gz: a gzip-compressed file" --tokenizer "$TOK" --output-dir "$T/x10" \
+  "$T/z.jsonl.gz"
+printf '\x28\xb5\x2f\xfd rest' > "$T/z.txt.zst"
+expect_fail "zstd-compressed input (--lines)" 1 "z.txt.zst: a zstd-compressed file" --tokenizer "$TOK" \
+  --output-dir "$T/x10" --lines "$T/z.txt.zst"
+check "compressed input: nothing written" test ! -e "$T/x10/dataset.json"
 expect_fail "missing tokenizer" 1 "$T/none.json" --tokenizer "$T/none.json" --output-dir "$T/x7" "$T/a.txt"
 expect_fail "directory as input" 1 "$T" --tokenizer "$TOK" --output-dir "$T/x8" "$T"
 expect_fail "no inputs" 2 "no input" --tokenizer "$TOK" --output-dir "$T/x9"

@@ -47,6 +47,27 @@ pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_
         fclose(f);
         return NULL;
     }
+    // A compressed corpus would be tokenized as binary garbage without a word: refuse it. Only regular
+    // files are peeked at (a pipe's bytes cannot be read twice).
+    if (S_ISREG(st.st_mode)) {
+        static const struct { const char *magic; size_t n; const char *what; } kinds[] = {
+            {"\x1F\x8B", 2, "gzip"}, {"\x28\xB5\x2F\xFD", 4, "zstd"}, {"BZh", 3, "bzip2"},
+            {"\xFD" "7zXZ\x00", 6, "xz"}, {"PK\x03\x04", 4, "zip"}, {"\x04\x22\x4D\x18", 4, "lz4"}};
+        unsigned char head[6] = {0};
+        size_t got = fread(head, 1, sizeof head, f);
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            if (got >= kinds[k].n && memcmp(head, kinds[k].magic, kinds[k].n) == 0) {
+                pt_set_error("%s: a %s-compressed file; decompress it first (inputs are plain text or jsonl)", path,
+                             kinds[k].what);
+                fclose(f);
+                return NULL;
+            }
+        if (fseek(f, 0, SEEK_SET) != 0) {
+            pt_set_error("%s: cannot read input: %s", path, strerror(errno));
+            fclose(f);
+            return NULL;
+        }
+    }
     pt_corpus_reader *r = pt_calloc(1, sizeof *r);
     r->path = pt_strdup(path);
     r->f = f;
