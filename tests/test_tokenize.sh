@@ -175,11 +175,18 @@ printf '\n\n' > "$T/blank.jsonl"
 expect_fail "empty corpus" 1 "empty corpus" --tokenizer "$TOK" --output-dir "$T/x6" "$T/empty.txt" "$T/blank.jsonl"
 check "empty corpus: no dataset.json" test ! -e "$T/x6/dataset.json"
 printf '\x1f\x8b\x08\x00 rest of a gzip member' > "$T/z.jsonl.gz"
-expect_fail "gzip-compressed input" 1 "z.jsonl.gz: a gzip-compressed file" --tokenizer "$TOK" --output-dir "$T/x10" \
+expect_fail "gzip-compressed input" 1 "z.jsonl.gz: gzip-compressed" --tokenizer "$TOK" --output-dir "$T/x10" \
   "$T/z.jsonl.gz"
 printf '\x28\xb5\x2f\xfd rest' > "$T/z.txt.zst"
-expect_fail "zstd-compressed input (--lines)" 1 "z.txt.zst: a zstd-compressed file" --tokenizer "$TOK" \
+expect_fail "zstd-compressed input (--lines)" 1 "z.txt.zst: zstd-compressed" --tokenizer "$TOK" \
   --output-dir "$T/x10" --lines "$T/z.txt.zst"
+printf '\xff\xfeh\x00i\x00' > "$T/u16.txt"
+expect_fail "UTF-16 input" 1 "u16.txt: UTF-16/UTF-32 text" --tokenizer "$TOK" --output-dir "$T/x10" "$T/u16.txt"
+printf 'hi' | bzip2 -c > "$T/z.txt.bz2" 2>/dev/null || printf 'BZh91AY&SY rest' > "$T/z.txt.bz2"
+expect_fail "bzip2-compressed input" 1 "bzip2-compressed" --tokenizer "$TOK" --output-dir "$T/x10" "$T/z.txt.bz2"
+printf 'BZh is text' > "$T/bzh.txt"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/bzh" --quiet "$T/bzh.txt"
+check "a text starting with BZh is text" test -f "$T/bzh/dataset.json"
 check "compressed input: nothing written" test ! -e "$T/x10/dataset.json"
 expect_fail "missing tokenizer" 1 "$T/none.json" --tokenizer "$T/none.json" --output-dir "$T/x7" "$T/a.txt"
 expect_fail "directory as input" 1 "$T" --tokenizer "$TOK" --output-dir "$T/x8" "$T"

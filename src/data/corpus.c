@@ -47,18 +47,26 @@ pt_corpus_reader *pt_corpus_open(const char *path, bool lines, const char *text_
         fclose(f);
         return NULL;
     }
-    // A compressed corpus would be tokenized as binary garbage without a word: refuse it. Only regular
+    // A compressed or UTF-16/32 corpus would be tokenized as garbage without a word: refuse it. Only regular
     // files are peeked at (a pipe's bytes cannot be read twice).
     if (S_ISREG(st.st_mode)) {
         static const struct { const char *magic; size_t n; const char *what; } kinds[] = {
-            {"\x1F\x8B", 2, "gzip"}, {"\x28\xB5\x2F\xFD", 4, "zstd"}, {"BZh", 3, "bzip2"},
-            {"\xFD" "7zXZ\x00", 6, "xz"}, {"PK\x03\x04", 4, "zip"}, {"\x04\x22\x4D\x18", 4, "lz4"}};
+            {"\x1F\x8B", 2, "gzip"}, {"\x28\xB5\x2F\xFD", 4, "zstd"}, {"BZh91AY", 0, "bzip2"},
+            {"\xFD" "7zXZ\x00", 6, "xz"}, {"PK\x03\x04", 4, "zip"}, {"\x04\x22\x4D\x18", 4, "lz4"},
+            {"\xFF\xFE", 2, NULL}, {"\xFE\xFF", 2, NULL}, {"\x00\x00\xFE\xFF", 4, NULL}};  // NULL: UTF-16/32
         unsigned char head[6] = {0};
         size_t got = fread(head, 1, sizeof head, f);
+        // bzip2: "BZh", the block size digit 1-9, then the block magic 31 41 (text may start with "BZh")
+        bool bz = got == 6 && memcmp(head, "BZh", 3) == 0 && head[3] >= '1' && head[3] <= '9' && head[4] == 0x31 &&
+                  head[5] == 0x41;
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-            if (got >= kinds[k].n && memcmp(head, kinds[k].magic, kinds[k].n) == 0) {
-                pt_set_error("%s: a %s-compressed file; decompress it first (inputs are plain text or jsonl)", path,
-                             kinds[k].what);
+            if (kinds[k].n ? got >= kinds[k].n && memcmp(head, kinds[k].magic, kinds[k].n) == 0 : bz) {
+                if (!kinds[k].what)
+                    pt_set_error("%s: UTF-16/UTF-32 text (byte order mark %02X %02X); convert it to UTF-8 first", path,
+                                 head[0], head[1]);
+                else
+                    pt_set_error("%s: %s-compressed; decompress it first (inputs are plain UTF-8 text or jsonl)",
+                                 path, kinds[k].what);
                 fclose(f);
                 return NULL;
             }
