@@ -156,6 +156,38 @@ JSONL
 check "NaN/Infinity in other fields are read as json.loads does ($(cat "$T/nan.err"))" \
   test "$(body_ids "$T/nan/shard-00000.bin" 2>/dev/null)" = "9707 32178 1879 151643 87 1 22831 151643"
 
+# A UTF-8 byte order mark opening a text file is not text (Python's "utf-8-sig"; .jsonl already skips it):
+# whole-file and --lines documents start after it; a file of just a BOM holds no document. CRLF is kept in a
+# whole-file document (HF gives 319 for "\r\n" too). Ids from HF tokenizers 0.23.3 on
+# open(f, encoding="utf-8-sig").read().
+printf '\xef\xbb\xbfHello world\r\nline two\r\n' > "$T/bom.txt"
+printf '\xef\xbb\xbf' > "$T/bomonly.txt"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/bom" --quiet "$T/bom.txt" "$T/bomonly.txt"
+check "BOM skipped in a .txt document (got: $(body_ids "$T/bom/shard-00000.bin"))" \
+  test "$(body_ids "$T/bom/shard-00000.bin")" = "9707 1879 319 1056 1378 319 151643"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/bomL" --lines --quiet "$T/bom.txt"
+check "BOM skipped in the first --lines document (got: $(body_ids "$T/bomL/shard-00000.bin"))" \
+  test "$(body_ids "$T/bomL/shard-00000.bin")" = "9707 1879 151643 1056 1378 151643"
+
+# Special-token text in a document: by default it becomes the special ids, as HF encode does (a written
+# <|endoftext|> is then a false document end), with a warning counting such documents; with
+# --special-tokens-as-text it is ordinary text while non-special added tokens (<think>) still match, as HF with
+# encode_special_tokens = True. Ids from HF tokenizers 0.23.3 (both settings).
+printf 'foo <|endoftext|> bar<|im_start|>user\n<think> x</think><|endoftext|><|endoftext|' > "$T/sp.txt"
+printf 'plain' > "$T/plain.txt"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/sp" --quiet "$T/sp.txt" "$T/plain.txt" 2> "$T/sp.err"
+check "special-token text: HF ids by default (got: $(body_ids "$T/sp/shard-00000.bin"))" \
+  test "$(body_ids "$T/sp/shard-00000.bin")" = \
+  "7975 220 151643 3619 151644 872 198 151667 856 151668 151643 27 91 8691 723 427 91 151643 20772 151643"
+check "special-token text: a warning counts the document (got: $(cat "$T/sp.err"))" \
+  grep -q 'warning: 1 document contains special-token text.*1 of them the end-of-document id' "$T/sp.err"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/spt" --quiet --special-tokens-as-text "$T/sp.txt" \
+  2> "$T/spt.err"
+check "--special-tokens-as-text: HF encode_special_tokens ids (got: $(body_ids "$T/spt/shard-00000.bin"))" \
+  test "$(body_ids "$T/spt/shard-00000.bin")" = "7975 82639 8691 723 427 91 29 3619 27 91 318 4906 91 29 872 198 \
+151667 856 151668 27 91 8691 723 427 91 1784 91 8691 723 427 91 151643"
+check "--special-tokens-as-text: no warning" test ! -s "$T/spt.err"
+
 # ---- determinism: --threads 1 vs 2 vs 3, several shards ----
 {
   for i in $(seq 1 600); do
@@ -213,12 +245,29 @@ printf '{"text": "fine"}\n{"other": "x"}\n' > "$T/nofield.jsonl"
 expect_fail "jsonl without the field" 1 "nofield.jsonl:2" --tokenizer "$TOK" --output-dir "$T/x3" "$T/nofield.jsonl"
 printf '{"text": 5}\n' > "$T/num.jsonl"
 expect_fail "jsonl field not a string" 1 "num.jsonl:1" --tokenizer "$TOK" --output-dir "$T/x4" "$T/num.jsonl"
+printf '{"text": "a"}\n{"text": "first", "id": 2, "text": "last"}\n' > "$T/dup.jsonl"
+expect_fail "jsonl field twice" 1 "dup.jsonl:2: field \"text\" appears more than once" --tokenizer "$TOK" \
+  --output-dir "$T/x4" "$T/dup.jsonl"
 printf '[1, 2]\n' > "$T/arr.jsonl"
 expect_fail "jsonl line not an object" 1 "arr.jsonl:1" --tokenizer "$TOK" --output-dir "$T/x5" "$T/arr.jsonl"
 : > "$T/empty.txt"
 printf '\n\n' > "$T/blank.jsonl"
 expect_fail "empty corpus" 1 "empty corpus" --tokenizer "$TOK" --output-dir "$T/x6" "$T/empty.txt" "$T/blank.jsonl"
 check "empty corpus: no dataset.json" test ! -e "$T/x6/dataset.json"
+printf '\x1f\x8b\x08\x00 rest of a gzip member' > "$T/z.jsonl.gz"
+expect_fail "gzip-compressed input" 1 "z.jsonl.gz: gzip-compressed" --tokenizer "$TOK" --output-dir "$T/x10" \
+  "$T/z.jsonl.gz"
+printf '\x28\xb5\x2f\xfd rest' > "$T/z.txt.zst"
+expect_fail "zstd-compressed input (--lines)" 1 "z.txt.zst: zstd-compressed" --tokenizer "$TOK" \
+  --output-dir "$T/x10" --lines "$T/z.txt.zst"
+printf '\xff\xfeh\x00i\x00' > "$T/u16.txt"
+expect_fail "UTF-16 input" 1 "u16.txt: UTF-16/UTF-32 text" --tokenizer "$TOK" --output-dir "$T/x10" "$T/u16.txt"
+printf 'hi' | bzip2 -c > "$T/z.txt.bz2" 2>/dev/null || printf 'BZh91AY&SY rest' > "$T/z.txt.bz2"
+expect_fail "bzip2-compressed input" 1 "bzip2-compressed" --tokenizer "$TOK" --output-dir "$T/x10" "$T/z.txt.bz2"
+printf 'BZh is text' > "$T/bzh.txt"
+"$BIN" tokenize --tokenizer "$TOK" --output-dir "$T/bzh" --quiet "$T/bzh.txt"
+check "a text starting with BZh is text" test -f "$T/bzh/dataset.json"
+check "compressed input: nothing written" test ! -e "$T/x10/dataset.json"
 expect_fail "missing tokenizer" 1 "$T/none.json" --tokenizer "$T/none.json" --output-dir "$T/x7" "$T/a.txt"
 expect_fail "directory as input" 1 "$T" --tokenizer "$TOK" --output-dir "$T/x8" "$T"
 expect_fail "no inputs" 2 "no input" --tokenizer "$TOK" --output-dir "$T/x9"

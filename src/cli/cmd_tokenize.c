@@ -41,6 +41,10 @@ static void usage(FILE *f) {
             "                       text or jsonl for every input (e.g. JSON Lines from a pipe or /dev/stdin)\n"
             "  --eos TOKEN          end-of-document token (default: <|endoftext|>, else the eos_token of\n"
             "                       tokenizer_config.json beside the tokenizer)\n"
+            "  --special-tokens-as-text\n"
+            "                       special tokens written in the text (e.g. <|endoftext|>) are tokenized as\n"
+            "                       ordinary text, not as their ids (HF: encode_special_tokens = True); by\n"
+            "                       default they become their ids, as HF encode does, and a warning counts them\n"
             "  --shard-tokens N     tokens per shard (default %llu; at most 2147483647)\n"
             "  --threads N          tokenizer threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --quiet              no progress bar or summary\n",
@@ -54,6 +58,10 @@ typedef struct {
     size_t n, cap;
     pt_token_buf *out;  // one per document slot, reused across chunks
     size_t out_slots;
+    const uint8_t *special;  // per id: 1 for a special added token (NULL: not counted)
+    uint64_t special_docs;   // documents whose text produced a special token
+    int64_t special_example; // the first such id
+    uint64_t eos_docs;       // documents whose text produced the end-of-document id
 } chunk;
 
 static void chunk_add(chunk *c, const char *text, size_t len) {
@@ -145,6 +153,17 @@ static int flush_chunk(chunk *c, pt_tokenizer *tok, int threads, uint32_t eos, p
             b->cap = b->cap ? 2 * b->cap : 16;
             b->ids = pt_realloc(b->ids, b->cap * sizeof *b->ids);
         }
+        if (c->special) {
+            bool sp = false, e = false;
+            for (size_t k = 0; k < b->len; k++)
+                if (c->special[b->ids[k]]) {
+                    if (!sp && c->special_docs == 0) c->special_example = b->ids[k];
+                    sp = true;
+                    e = e || b->ids[k] == eos;
+                }
+            c->special_docs += sp;
+            c->eos_docs += e;
+        }
         b->ids[b->len++] = eos;
         if (pt_dataset_writer_add(w, b->ids, b->len) != 0) return -1;
         // Keep the memory bounded: drop unusually large buffers.
@@ -183,7 +202,7 @@ int cmd_tokenize(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *tok_path = NULL, *out_dir = NULL, *text_field = "text", *eos_name = NULL;
-    bool lines = false, quiet = false;
+    bool lines = false, quiet = false, special_as_text = false;
     pt_corpus_format format = PT_CORPUS_AUTO;
     const char *format_name = NULL;
     int64_t shard_tokens = (int64_t)DEFAULT_SHARD_TOKENS, threads = 0;
@@ -202,6 +221,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(opt, "--format")) format_name = argp_value(&p);
         else if (!strcmp(opt, "--lines")) lines = argp_flag(&p);
         else if (!strcmp(opt, "--quiet")) quiet = argp_flag(&p);
+        else if (!strcmp(opt, "--special-tokens-as-text")) special_as_text = argp_flag(&p);
         else if (!strcmp(opt, "--shard-tokens")) shard_tokens = argp_int(&p);
         else if (!strcmp(opt, "--threads")) threads = argp_int(&p);
         else if (strncmp(opt, "--", 2) == 0) {
@@ -313,6 +333,15 @@ int cmd_tokenize(int argc, char **argv) {
     const size_t chunk_bytes = (size_t)threads * CHUNK_BYTES_PER_THREAD;
     chunk c;
     memset(&c, 0, sizeof c);
+    uint8_t *special = NULL;
+    if (special_as_text) tokenizer_set_encode_special_tokens(tok, true);
+    else {  // count the documents in which special-token text became special ids
+        const uint32_t V = tokenizer_vocab_size(tok);
+        special = pt_calloc(V, 1);
+        for (uint32_t id = 0; id < V; id++)
+            special[id] = tokenizer_is_added(tok, id) && tokenizer_is_special(tok, id);
+        c.special = special;
+    }
     uint64_t done_bytes = 0;
     int err = 0;
     for (int i = 0; i < ninputs && !err; i++) {
@@ -349,6 +378,7 @@ int cmd_tokenize(int argc, char **argv) {
         pt_corpus_close(r);
     }
     chunk_free(&c);
+    free(special);
     uint64_t ndocs = pt_dataset_writer_documents(w), ntok = pt_dataset_writer_tokens(w);
     if (err) {
         pt_dataset_writer_abort(w);
@@ -370,6 +400,15 @@ int cmd_tokenize(int argc, char **argv) {
                         ds.num_shards == 1 ? "" : "s", ds.index_path, done_bytes / 1e6, dt,
                         dt > 0 ? done_bytes / 1e6 / dt : 0.0, (long long)threads);
             pt_dataset_free(&ds);
+            if (c.special_docs) {
+                const char *ex = tokenizer_id_to_token(tok, (uint32_t)c.special_example, NULL);
+                fprintf(stderr,
+                        "tokenize: warning: %llu document%s contain%s special-token text (e.g. %s) that became "
+                        "special ids, %llu of them the end-of-document id (false document ends); use "
+                        "--special-tokens-as-text to tokenize it as text\n",
+                        (unsigned long long)c.special_docs, c.special_docs == 1 ? "" : "s",
+                        c.special_docs == 1 ? "s" : "", ex ? ex : "?", (unsigned long long)c.eos_docs);
+            }
             rc = 0;
         }
     }

@@ -16,13 +16,15 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: portatrain tokenizer encode --tokenizer PATH [--json] [--batch]   < text\n"
+            "usage: portatrain tokenizer encode --tokenizer PATH [--json] [--batch] [--special-tokens-as-text] < text\n"
             "       portatrain tokenizer decode --tokenizer PATH [--raw] [--batch]    < ids\n"
             "       portatrain tokenizer info   --tokenizer PATH\n"
             "       portatrain tokenizer bench  --tokenizer PATH [--threads N] [--repeat R] RECORDS\n"
             "\n"
             "encode  reads stdin as bytes and prints the token ids on one line separated by spaces\n"
             "        (--json: a JSON array). Invalid UTF-8 is replaced by U+FFFD (Python errors=\"replace\").\n"
+            "        --special-tokens-as-text: special tokens in the text are ordinary text (HF\n"
+            "        encode_special_tokens = True).\n"
             "decode  reads ids (whitespace separated, or a JSON array) and writes the decoded text; invalid\n"
             "        UTF-8 in the decoded bytes is replaced by U+FFFD like HF; --raw writes the exact bytes.\n"
             "--batch encode: stdin is a sequence of records (uint32 little-endian length, then the bytes);\n"
@@ -333,13 +335,14 @@ int cmd_tokenizer(int argc, char **argv) {
     argp_init(&p, argc - 1, argv + 1);
     p.cmd = "tokenizer";
     const char *path = NULL, *file = NULL;
-    bool json = false, raw = false, batch = false;
+    bool json = false, raw = false, batch = false, special_as_text = false;
     int threads = 1, repeat = 3;
     const char *opt;
     while ((opt = argp_next(&p))) {
         if (!strcmp(opt, "--tokenizer")) path = argp_value(&p);
         else if (!strcmp(opt, "--json") && !strcmp(action, "encode")) json = argp_flag(&p);
         else if (!strcmp(opt, "--raw") && !strcmp(action, "decode")) raw = argp_flag(&p);
+        else if (!strcmp(opt, "--special-tokens-as-text") && !strcmp(action, "encode")) special_as_text = argp_flag(&p);
         else if (!strcmp(opt, "--batch") && (!strcmp(action, "encode") || !strcmp(action, "decode"))) batch = argp_flag(&p);
         else if (!strcmp(opt, "--threads") && !strcmp(action, "bench")) {
             int64_t v = argp_int(&p);
@@ -362,6 +365,7 @@ int cmd_tokenizer(int argc, char **argv) {
     if (!strcmp(action, "bench") && !file) return cli_usage_error("tokenizer", "bench needs a RECORDS file");
     pt_tokenizer *tok = tokenizer_load(path);
     if (!tok) return cli_fail();
+    tokenizer_set_encode_special_tokens(tok, special_as_text);
     int rc;
     if (!strcmp(action, "encode")) rc = do_encode(tok, json, batch);
     else if (!strcmp(action, "decode")) rc = do_decode(tok, raw, batch);

@@ -59,6 +59,35 @@ pt_corpus_reader *pt_corpus_open_as(const char *path, pt_corpus_format format, b
         fclose(f);
         return NULL;
     }
+    // A compressed or UTF-16/32 corpus would be tokenized as garbage without a word: refuse it. Only regular
+    // files are peeked at (a pipe's bytes cannot be read twice).
+    if (S_ISREG(st.st_mode)) {
+        static const struct { const char *magic; size_t n; const char *what; } kinds[] = {
+            {"\x1F\x8B", 2, "gzip"}, {"\x28\xB5\x2F\xFD", 4, "zstd"}, {"BZh91AY", 0, "bzip2"},
+            {"\xFD" "7zXZ\x00", 6, "xz"}, {"PK\x03\x04", 4, "zip"}, {"\x04\x22\x4D\x18", 4, "lz4"},
+            {"\xFF\xFE", 2, NULL}, {"\xFE\xFF", 2, NULL}, {"\x00\x00\xFE\xFF", 4, NULL}};  // NULL: UTF-16/32
+        unsigned char head[6] = {0};
+        size_t got = fread(head, 1, sizeof head, f);
+        // bzip2: "BZh", the block size digit 1-9, then the block magic 31 41 (text may start with "BZh")
+        bool bz = got == 6 && memcmp(head, "BZh", 3) == 0 && head[3] >= '1' && head[3] <= '9' && head[4] == 0x31 &&
+                  head[5] == 0x41;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            if (kinds[k].n ? got >= kinds[k].n && memcmp(head, kinds[k].magic, kinds[k].n) == 0 : bz) {
+                if (!kinds[k].what)
+                    pt_set_error("%s: UTF-16/UTF-32 text (byte order mark %02X %02X); convert it to UTF-8 first", path,
+                                 head[0], head[1]);
+                else
+                    pt_set_error("%s: %s-compressed; decompress it first (inputs are plain UTF-8 text or jsonl)",
+                                 path, kinds[k].what);
+                fclose(f);
+                return NULL;
+            }
+        if (fseek(f, 0, SEEK_SET) != 0) {
+            pt_set_error("%s: cannot read input: %s", path, strerror(errno));
+            fclose(f);
+            return NULL;
+        }
+    }
     pt_corpus_reader *r = pt_calloc(1, sizeof *r);
     r->path = pt_strdup(path);
     r->f = f;
@@ -85,6 +114,10 @@ static int read_error(pt_corpus_reader *r) {
     return -1;
 }
 
+// A UTF-8 byte order mark at the start of a text file marks the encoding and
+// is not part of the text (Python's "utf-8-sig"; cJSON skips it in .jsonl).
+static size_t bom_len(const char *s, size_t n) { return n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0; }
+
 // Next line without its terminator: 1, 0 at EOF, -1 on error.
 static int next_line(pt_corpus_reader *r, size_t *len) {
     ssize_t n = getline(&r->buf, &r->cap, r->f);
@@ -98,7 +131,9 @@ static int next_line(pt_corpus_reader *r, size_t *len) {
     if (n > 0 && r->buf[n - 1] == '\n') n--;
     if (n > 0 && r->buf[n - 1] == '\r') n--;
     r->buf[n] = 0;
-    *len = (size_t)n;
+    size_t skip = r->line_no == 1 && r->kind == PT_CORPUS_LINES ? bom_len(r->buf, (size_t)n) : 0;
+    if (skip) memmove(r->buf, r->buf + skip, (size_t)n - skip + 1);
+    *len = (size_t)n - skip;
     return 1;
 }
 
@@ -226,7 +261,7 @@ static const char *skip_value(const char *p, const char *e) {
 }
 
 // The raw value of the first top-level member named field (cJSON's lookup
-// also takes the first), NULL if not found.
+// also takes the first; a repeated field is refused before), NULL if not found.
 static const char *raw_field_value(const char *buf, size_t n, const char *field) {
     const char *p = buf, *e = buf + n, *q;
     if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
@@ -372,6 +407,12 @@ static int next_jsonl(pt_corpus_reader *r, const char **text, size_t *len) {
                          (unsigned long long)r->line_no, r->field);
             return -1;
         }
+        for (const cJSON *o = v->next; o; o = o->next)
+            if (o->string && strcmp(o->string, r->field) == 0) {  // Python's json.loads would take the last
+                pt_set_error("%s:%llu: field \"%s\" appears more than once", r->path, (unsigned long long)r->line_no,
+                             r->field);
+                return -1;
+            }
         if (!cJSON_IsString(v) || !v->valuestring) {
             pt_set_error("%s:%llu: field \"%s\" is not a string", r->path, (unsigned long long)r->line_no, r->field);
             return -1;
@@ -419,9 +460,10 @@ static int next_whole(pt_corpus_reader *r, const char **text, size_t *len) {
     }
     r->buf[n] = 0;
     r->bytes = n;
-    if (n == 0) return 0;
-    *text = r->buf;
-    *len = n;
+    size_t skip = bom_len(r->buf, n);
+    if (n == skip) return 0;
+    *text = r->buf + skip;
+    *len = n - skip;
     return 1;
 }
 

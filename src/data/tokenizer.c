@@ -738,6 +738,7 @@ struct pt_tokenizer {
     strmap added_map;  // content -> id
     arena added_keys;
     trie trie_raw, trie_norm;
+    bool encode_special;  // special tokens in the text are ordinary text (tokenizer_set_encode_special_tokens)
 
     int norm[MAX_NORM];  // utf8proc option sets applied in order
     int n_norm;
@@ -2077,6 +2078,8 @@ static int added_split(tstate *st, const trie *tr, int level, const uint8_t *s, 
     while (pos < n && trie_find(tr, s, n, pos, &ms, &me, &term)) {
         pos = me;
         const added_tok *a = &t->added[term];
+        // as HF: a special token skipped here still advances the scan past it
+        if (t->encode_special && tokenizer_is_special(t, a->id)) continue;
         size_t start = ms, stop = me;
         if (a->single_word) {
             bool start_space = start == 0 || !uni_word(utf8_last(s, start));
@@ -2253,6 +2256,8 @@ bool tokenizer_is_special(const pt_tokenizer *t, uint32_t id) {
         if (t->added[k].special && t->added[k].len == l && !memcmp(t->added[k].content, s, l)) return true;
     return false;
 }
+
+void tokenizer_set_encode_special_tokens(pt_tokenizer *t, bool on) { t->encode_special = on; }
 
 bool tokenizer_is_added(const pt_tokenizer *t, uint32_t id) { return id < t->vocab_size && (t->flags[id] & F_ADDED); }
 

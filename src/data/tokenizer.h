@@ -37,6 +37,10 @@ void tokenizer_free(pt_tokenizer *tok);
 int tokenizer_encode(pt_tokenizer *tok, const char *text, size_t len, uint32_t **ids, size_t *n);
 // Appends the ids of `text` to `out` (no allocation per call once the buffer has grown). 0 / -1.
 int tokenizer_encode_append(pt_tokenizer *tok, const char *text, size_t len, pt_token_buf *out);
+// on: special added tokens (e.g. "<|endoftext|>") written in the text are encoded as ordinary text, not
+// as their ids, like HF's `tokenizer.encode_special_tokens = True`; non-special added tokens still match.
+// Default off (HF's default). Set it before encoding, not while other threads encode.
+void tokenizer_set_encode_special_tokens(pt_tokenizer *tok, bool on);
 
 // Decodes like HF `decode(ids, skip_special_tokens=False)`: the ByteLevel decoder's bytes, with every
 // maximal invalid UTF-8 subpart replaced by U+FFFD (Python errors="replace"). *out is malloc'd and
