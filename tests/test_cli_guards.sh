@@ -127,6 +127,28 @@ yes_ '[ ! -e "$T/e1" ]' "validation failures leave no output dir"
 check 2 "^portatrain: error: --profile: unknown profile" -- "$B" compare --profile nope "$T/run" "$T/run"
 yes_ '! grep -q "compare: compare:" "$T/out"' "compare: no doubled prefix"
 check 2 "^portatrain: error: " -- "$B" accept --baseline nope:fp32 --candidate cpu:fp32 --output-dir "$T/acc"
+# 11. HF TrainingArguments spellings: "--learning_rate" is "--learning-rate" (as HfArgumentParser takes both),
+# the same run bit for bit; errors name the option; a misspelling is reported as typed
+ok0 tr "$T/u1" --max-steps 2 --learning-rate 1e-3 --warmup-steps 1 --activation-checkpointing full
+ok0 "$B" train --model "$G" --data "$G/data.bin" --output_dir "$T/u2" --max_steps=2 --seq_len 16 \
+    --per_device_train_batch_size 2 --learning_rate 1e-3 --warmup_steps=1 --gradient_checkpointing --quiet
+same_run() { python3 -c "import json,sys
+a, b = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+keys = ('step', 'loss', 'grad_norm', 'lr')
+sys.exit(0 if len(a) == 2 and [[r[k] for k in keys] for r in a] == [[r[k] for k in keys] for r in b] else 1)" "$1" "$2"; }
+yes_ 'same_run "$T/u1/metrics.jsonl" "$T/u2/metrics.jsonl" && cmp -s "$T/u1/model.safetensors" "$T/u2/model.safetensors"' \
+    "underscore flags: the same run"
+jcheck "$T/u2/train_args.json" "r['activation_checkpointing'] == 'full' and r['warmup_steps'] == 1" \
+    "--gradient_checkpointing is full recompute, --warmup_steps=1 honoured"
+check 2 "option --max-steps expects an integer, got 'x'" -- tr "$T/u3" --max_steps=x
+check 2 "unknown option or argument '--learning_rat'" -- tr "$T/u3" --learning_rat 1
+check 2 "option --supervise takes no value or one of" -- tr "$T/u3" --supervise=maybe
+ok0 tr "$T/u4" --max-steps 1 --supervise=false
+yes_ '[ ! -e "$T/u4/recovery.json" ] && [ -f "$T/u4/model.safetensors" ]' "--supervise=false: an unsupervised run"
+ok0 tr "$T/u5" --max-steps 1 --supervise --max_restarts 0
+jcheck "$T/u5/recovery.json" "r['completed']" "--supervise takes the supervisor's flags with underscores"
+yes_ '[ ! -e "$T/u3" ]' "rejected underscore flags create no output dir"
+
 # 10. --help anywhere prints the command's help on stdout and exits 0 (a subcommand's --help too)
 for c in init train eval tokenizer tokenize ckpt "ckpt inspect" "ckpt verify" "ckpt bench" export compare accept topo \
          report devices; do

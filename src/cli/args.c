@@ -10,10 +10,28 @@
 #include <strings.h>
 
 static _Thread_local const char *g_inline_value;
-static _Thread_local char g_name[128];  // the option name of "--name=value"
+static _Thread_local char g_name[128];  // the option's canonical name ("--name" of "--name=value" or "--my_name")
+static _Thread_local bool g_use_name;   // argp_next returned g_name, not the argv entry
 
-// The option being parsed: its name alone for "--name=value".
-static const char *cur_opt(const pt_argparse *p) { return g_inline_value ? g_name : p->argv[p->i - 1]; }
+// The option being parsed: its canonical name alone for "--name=value" and "--my_name".
+static const char *cur_opt(const pt_argparse *p) { return g_use_name ? g_name : p->argv[p->i - 1]; }
+
+bool argp_canonical_name(const char *arg, char *name, size_t size, const char **value) {
+    *value = NULL;
+    if (strncmp(arg, "--", 2) != 0) return false;
+    const char *eq = strchr(arg, '=');
+    const size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (n >= size) return false;
+    // HF's HfArgumentParser takes both "--learning_rate" and "--learning-rate"; so do we (only the name part)
+    bool changed = eq != NULL;
+    for (size_t k = 0; k < n; k++) {
+        name[k] = arg[k] == '_' && k >= 2 ? '-' : arg[k];
+        changed |= name[k] != arg[k];
+    }
+    name[n] = 0;
+    if (eq) *value = eq + 1;
+    return changed;
+}
 
 void argp_init(pt_argparse *p, int argc, char **argv) {
     p->argc = argc;
@@ -30,16 +48,12 @@ const char *argp_next(pt_argparse *p) {
         fprintf(stderr, "portatrain: error: %s: option %s takes no value, got '%s'\n", p->cmd, g_name, g_inline_value);
         exit(2);
     }
+    g_use_name = false;
     if (p->i >= p->argc) return NULL;
     const char *a = p->argv[p->i++];
-    if (strncmp(a, "--", 2) == 0) {
-        const char *eq = strchr(a, '=');
-        if (eq && (size_t)(eq - a) < sizeof g_name) {
-            memcpy(g_name, a, (size_t)(eq - a));
-            g_name[eq - a] = 0;
-            g_inline_value = eq + 1;
-            return g_name;
-        }
+    if (argp_canonical_name(a, g_name, sizeof g_name, &g_inline_value)) {
+        g_use_name = true;
+        return g_name;
     }
     return a;
 }
@@ -142,8 +156,11 @@ double argp_double_min(pt_argparse *p, double min) {
 }
 
 int argp_unknown(pt_argparse *p, const char *opt) {
-    fprintf(stderr, "portatrain: error: %s: unknown option or argument '%s' (see portatrain %s --help)\n", p->cmd, opt,
-            p->cmd);
+    // as the user typed it ("--learning_rat", not its canonical "--learning-rat")
+    const char *typed = p->i > 0 && p->i <= p->argc ? p->argv[p->i - 1] : opt;
+    const char *eq = strncmp(typed, "--", 2) == 0 ? strchr(typed, '=') : NULL;
+    fprintf(stderr, "portatrain: error: %s: unknown option or argument '%.*s' (see portatrain %s --help)\n", p->cmd,
+            eq ? (int)(eq - typed) : (int)strlen(typed), typed, p->cmd);
     return 2;
 }
 

@@ -1,6 +1,7 @@
 // Subcommand entry points and the small argument parser they share.
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 // Each subcommand: argv[0] is the subcommand name. Returns the exit status
@@ -27,8 +28,12 @@ typedef struct {
 } pt_argparse;
 
 void argp_init(pt_argparse *p, int argc, char **argv);
-// Returns the next option name (e.g. "--seed") or NULL when done. Positional
-// arguments are returned as-is (not starting with "--").
+// "--my_name=v" -> name "--my-name", *value "v" (as HF's parser, underscores in an option name are dashes).
+// Returns true when name differs from arg (an '=' or an underscore); false for a non-option or a too-long
+// name (then name may be partial and arg is used as it is).
+bool argp_canonical_name(const char *arg, char *name, size_t size, const char **value);
+// Returns the next option name (e.g. "--seed", also for "--seed=1"; "--max_steps" comes back as
+// "--max-steps") or NULL when done. Positional arguments are returned as-is (not starting with "--").
 const char *argp_next(pt_argparse *p);
 // Value of the option just returned (from "=value" or the next argv); exits
 // with a usage error if missing.

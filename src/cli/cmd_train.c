@@ -54,7 +54,8 @@ static void help(void) {
            "  --mesh-order LIST                  rank placement, innermost dimension first (tp,fsdp,dp)\n"
            "  --activation-checkpointing P       none (default) | full (each layer recomputed in backward) |\n"
            "                                     selective[:every=N] (every Nth layer, 2) | op (keep matmul and\n"
-           "                                     attention outputs, recompute norms, RoPE, SwiGLU); same results\n"
+           "                                     attention outputs, recompute norms, RoPE, SwiGLU); same results.\n"
+           "                                     --gradient-checkpointing (HF's flag): full\n"
            "  --precision fp32|bf16              bf16: bf16 weights and activations where HF's bf16 Qwen3 has\n"
            "                                     them; fp32 accumulation, norm statistics, softmax, loss, master\n"
            "                                     weights and AdamW state (docs/PRECISION.md). --bf16: the same\n"
@@ -70,6 +71,8 @@ static void help(void) {
            "                                     kill:step=S[:phase=save][:rank=R], hang:step=S[:rank=R], nan:step=S[:target=grad\n"
            "                                     |weights], corrupt-checkpoint:step=S, enospc:step=S; S may be\n"
            "                                     random (PT_INJECT_SEED); hang needs --supervise\n\n"
+           "Options may also be spelled with underscores, as Hugging Face's TrainingArguments are\n"
+           "(--learning_rate 3e-4 --per_device_train_batch_size 4).\n"
            "Writes OUTPUT/metrics.jsonl (one JSON object per step), OUTPUT/train_args.json and the final\n"
            "model (config.json + model.safetensors) into OUTPUT.\n"
            "Exit status: 0 done, 1 error (a failed checkpoint save keeps the previous one), 2 usage,\n"
@@ -89,11 +92,11 @@ static int supervise(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         // "--name value" or "--name=value" (the worker's own parser takes both)
         char name[128];
-        const char *o = argv[i], *eq = strncmp(o, "--", 2) == 0 ? strchr(o, '=') : NULL;
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - o) : (int)strlen(o), o);
-        const bool has_val = eq || i + 1 < argc;
+        const char *eq_val;  // the inline value of "--name=value"
+        if (!argp_canonical_name(argv[i], name, sizeof name, &eq_val)) snprintf(name, sizeof name, "%s", argv[i]);
+        const bool eq = eq_val != NULL, has_val = eq || i + 1 < argc;
         // the value of a flag that takes one: inline, or the next argument (consumed by own flags only)
-#define VAL(consume) (eq ? eq + 1 : (consume) ? argv[++i] : argv[i + 1])
+#define VAL(consume) (eq ? eq_val : (consume) ? argv[++i] : argv[i + 1])
         if (!strcmp(name, "--supervise")) continue;
         if (!strcmp(name, "--max-restarts") && has_val)
             so.max_restarts = (int)argp_parse_int("train", name, VAL(1), 0, 1000000);
@@ -116,7 +119,7 @@ static int supervise(int argc, char **argv) {
             if (has_val && !strcmp(name, "--max-steps")) so.max_steps = atol(VAL(0));
             if (has_val && !strcmp(name, "--mtbf-hours")) so.mtbf_hours = atof(VAL(0));
             if (!strcmp(name, "--resume-from-checkpoint")) resume = true;
-            if (!strcmp(name, "--overwrite-output-dir")) overwrite = !eq || argp_parse_bool("train", name, eq + 1);
+            if (!strcmp(name, "--overwrite-output-dir")) overwrite = !eq || argp_parse_bool("train", name, eq_val);
             w[n++] = argv[i];
         }
 #undef VAL
@@ -157,8 +160,15 @@ static int supervise(int argc, char **argv) {
 }
 
 int cmd_train(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--supervise")) return supervise(argc, argv);
+    bool supervised = false;
+    for (int i = 1; i < argc; i++) {
+        char name[32];
+        const char *v;
+        if (!strcmp(argv[i], "--supervise")) supervised = true;
+        else if (argp_canonical_name(argv[i], name, sizeof name, &v) && !strcmp(name, "--supervise"))
+            supervised = !v || argp_parse_bool("train", name, v);
+    }
+    if (supervised) return supervise(argc, argv);
     pt_train_args a;
     pt_train_args_defaults(&a);
     pt_fault faults[64];
@@ -168,6 +178,7 @@ int cmd_train(int argc, char **argv) {
     const char *o;
     while ((o = argp_next(&p))) {
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { help(); return 0; }
+        else if (!strcmp(o, "--supervise")) argp_flag(&p);  // =false (=true went to supervise above)
         else if (!strcmp(o, "--model") || !strcmp(o, "--model-name-or-path")) a.model_dir = argp_value(&p);
         else if (!strcmp(o, "--data")) a.data_path = argp_value(&p);
         else if (!strcmp(o, "--output-dir")) a.output_dir = argp_value(&p);
@@ -192,6 +203,8 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--dp")) a.dp = (int)argp_int_range(&p, 1, 65536);
         else if (!strcmp(o, "--mesh-order")) a.mesh_order = argp_value(&p);
         else if (!strcmp(o, "--activation-checkpointing")) a.activation_checkpointing = argp_value(&p);
+        else if (!strcmp(o, "--gradient-checkpointing"))  // HF TrainingArguments' name: every layer recomputed
+            a.activation_checkpointing = argp_flag(&p) ? "full" : "none";
         else if (!strcmp(o, "--precision")) a.precision = argp_value(&p);
         else if (!strcmp(o, "--bf16")) a.precision = argp_flag(&p) ? "bf16" : "fp32";
         else if (!strcmp(o, "--tf32")) a.tf32 = argp_flag(&p);
