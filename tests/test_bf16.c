@@ -317,7 +317,45 @@ static void check_hf_variant(const char *variant, const char *spec) {
     free(dir);
 }
 
+// float -> IEEE half for `export --dtype float16`: every half value round-trips; a float between two adjacent
+// halves goes to the nearer one and a tie to the even one (torch's .to(float16)); overflow from 65520 on is
+// inf, underflow below half the smallest subnormal is zero; the compiler's own conversion agrees where it has one.
+static void check_f16(void) {
+    int bad_trip = 0, bad_round = 0, bad_cc = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaN
+        const float f = pt_f16_to_float((uint16_t)h);
+        if (pt_float_to_f16(f) != h) bad_trip++;
+        if ((h & 0x7fff) >= 0x7bff) continue;  // the midpoint above 65504 is the overflow case below
+        const float g = pt_f16_to_float((uint16_t)(h + 1));  // the next half away from zero
+        const float mid = (float)(((double)f + (double)g) / 2), above = nextafterf(mid, 2 * g), below = nextafterf(mid, 0);
+        const uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+        if (pt_float_to_f16(mid) != even || pt_float_to_f16(above) != h + 1 || pt_float_to_f16(below) != h) bad_round++;
+    }
+    CHECK(bad_trip == 0, "%d half values do not round-trip", bad_trip);
+    CHECK(bad_round == 0, "%d midpoints between adjacent halves round wrongly", bad_round);
+    CHECK(pt_float_to_f16(65504.0f) == 0x7bff && pt_float_to_f16(65519.99f) == 0x7bff, "65504 region");
+    CHECK(pt_float_to_f16(65520.0f) == 0x7c00 && pt_float_to_f16(-1e6f) == 0xfc00, "overflow is inf");
+    CHECK(pt_float_to_f16(ldexpf(1, -25)) == 0 && pt_float_to_f16(nextafterf(ldexpf(1, -25), 1)) == 1, "underflow");
+    CHECK((pt_float_to_f16(NAN) & 0x7c00) == 0x7c00 && (pt_float_to_f16(NAN) & 0x3ff), "NaN stays NaN");
+#ifdef __FLT16_MAX__
+    for (int i = 0; i < 2000000; i++) {  // random floats over the whole range, as the compiler rounds them
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(rng >> 32);
+        float f;
+        memcpy(&f, &u, 4);
+        if (isnan(f)) continue;
+        const _Float16 c = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &c, 2);
+        if (pt_float_to_f16(f) != want) bad_cc++;
+    }
+    CHECK(bad_cc == 0, "%d random floats convert unlike the compiler's _Float16", bad_cc);
+#endif
+}
+
 int main(void) {
+    check_f16();
     check_round("cpu-ref");
     check_round("cpu");
     check_round("opencl");  // (skipped where the build or the machine has no OpenCL)

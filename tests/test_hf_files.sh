@@ -7,7 +7,8 @@
 # lm_head.weight as the only stored copy read as the embedding; 5. head_dim defaults to
 # 128; 5b. num_key_value_heads absent (32) or null (= heads), attention_dropout kept,
 # training with it refused; 6. eos_token_id lists, hidden_act swish and pad_token_id; 7. sliding-window keys;
-# 8. rope_scaling beside rope_parameters; 9. null values Qwen3Config refuses.
+# 8. rope_scaling beside rope_parameters; 9. null values Qwen3Config refuses; 10. export --dtype float16 and
+# --max-shard-size units.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -271,5 +272,52 @@ for k in head_dim rms_norm_eps rope_theta hidden_act tie_word_embeddings attenti
 done
 sw null_ok '{"bos_token_id": null, "eos_token_id": null, "pad_token_id": null, "sliding_window": null, "rope_scaling": null}'
 expect "null token ids, sliding_window and rope_scaling: accepted, same loss" '[ "$(loss "$T/sw/null_ok")" = "$L0" ]'
+
+# --- 10. export --dtype float16 and transformers' --max-shard-size units ---
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$T/h16" --dtype float16 --max-shard-size 20KB
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$T/s20" --dtype float16 --max-shard-size 20000
+expect "--max-shard-size 20KB = 20000 bytes (the same shards)" 'diff -rq "$T/h16" "$T/s20" >/dev/null && [ -e "$T/h16/model.safetensors.index.json" ]'
+check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$T/g1" --max-shard-size 1GiB
+expect "--max-shard-size 1GiB: one file" '[ -e "$T/g1/model.safetensors" ] && [ ! -e "$T/g1/model.safetensors.index.json" ]'
+check 2 "max-shard-size must be a positive number of bytes or one with a unit.*got '1.5GB'" -- \
+    "$B" export --checkpoint "$C2" --output-dir "$T/g2" --max-shard-size 1.5GB
+check 2 "dtype must be float32, bfloat16 or float16 (got 'fp8')" -- "$B" export --checkpoint "$C2" --output-dir "$T/g2" --dtype fp8
+# every float16 value is Python's round-to-nearest-even half of the fp32 export's (struct 'e'), dtype F16 in the
+# headers and float16 in config.json
+python3 - "$T/h16" "$T/ref2" >"$T/f16" <<'PY'
+import glob, json, os, struct, sys
+def tensors(d):
+    out = {}
+    for f in glob.glob(os.path.join(d, "*.safetensors")):
+        raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+        for k, v in json.loads(raw[8:8 + n]).items():
+            if k != "__metadata__": out[k] = (v["dtype"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+    return out
+h, f = tensors(sys.argv[1]), tensors(sys.argv[2])
+ok = h.keys() == f.keys() and all(h[k][0] == "F16" for k in h)
+for k in f:
+    vals = struct.unpack("<%df" % (len(f[k][1]) // 4), f[k][1])
+    ok = ok and h[k][1] == struct.pack("<%de" % len(vals), *vals)
+print(ok and json.load(open(os.path.join(sys.argv[1], "config.json")))["torch_dtype"] == "float16")
+PY
+expect "float16 export: every weight is the fp32 weight rounded to nearest even half; config says float16" '[ "$(cat "$T/f16")" = True ]'
+L16=$(loss "$T/h16")
+expect "float16 export loads: loss $L16 near fp32's $L2" "python3 -c 'import sys; sys.exit(abs($L16 - $L2) > 1e-3 * abs($L2))'"
+# a weight float16 cannot hold (|w| >= 65520) refuses the export, naming it; nothing is written
+mkdir -p "$T/big"; cp "$F/config.json" "$T/big/"
+python3 - "$F/model.safetensors" "$T/big/model.safetensors" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); o = 8 + n + hdr["model.norm.weight"]["data_offsets"][0]
+assert hdr["model.norm.weight"]["dtype"] == "F32"
+raw[o + 12:o + 16] = struct.pack("<f", 70000.0)
+open(sys.argv[2], "wb").write(raw)
+PY
+"$B" train --model "$T/big" --data "$F/data.bin" --output-dir "$T/bigrun" --max-steps 1 --save-steps 1 --seq-len 16 \
+    --per-device-train-batch-size 2 --learning-rate 0 --quiet >/dev/null 2>&1
+check 1 "model.norm.weight\[3\] = 70000 is beyond float16's range" -- \
+    "$B" export --checkpoint "$T/bigrun/checkpoint-1" --output-dir "$T/big16" --dtype float16
+expect "  the refused float16 export wrote nothing" '[ ! -e "$T/big16" ]'
+check 0 "exported" -- "$B" export --checkpoint "$T/bigrun/checkpoint-1" --output-dir "$T/big16" --dtype bfloat16
 
 exit $fail

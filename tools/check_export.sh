@@ -23,6 +23,7 @@ check() { # NAME CHECKPOINT [export flags...]: export, eval with portatrain, loa
 }
 check float32 "$tmp/run/checkpoint-4" --dtype float32
 check bfloat16 "$tmp/run/checkpoint-4" --dtype bfloat16
+check float16 "$tmp/run/checkpoint-4" --dtype float16 --max-shard-size 20MB
 # sharded: 4 MB shards (the tiny model's 151936 x 64 embedding alone is 39 MB: one tensor per shard at most)
 check sharded "$tmp/run/checkpoint-4" --max-shard-size 4000000
 ls "$tmp/hf-sharded" | grep -c '^model-.*-of-.*\.safetensors$' | sed 's/^/sharded: files: /'

@@ -6,19 +6,50 @@
 #include "util/common.h"
 #include "util/fileio.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static void help(void) {
-    printf("usage: portatrain export --checkpoint DIR --output-dir HFDIR [--dtype float32|bfloat16]\n"
-           "                        [--max-shard-size BYTES] [--tokenizer DIR]\n\n"
+    printf("usage: portatrain export --checkpoint DIR --output-dir HFDIR [--dtype float32|bfloat16|float16]\n"
+           "                        [--max-shard-size SIZE] [--tokenizer DIR]\n\n"
            "Writes config.json and model.safetensors (or model-0000K-of-0000N.safetensors + index when the\n"
-           "weights exceed --max-shard-size, default 5000000000) that transformers loads unchanged, and\n"
+           "weights exceed --max-shard-size: bytes, or as transformers' save_pretrained takes it, 5GB, 500MB,\n"
+           "2GiB, 100KiB; default 5GB) that transformers loads unchanged, and\n"
            "copies the tokenizer and generation files (tokenizer.json, tokenizer_config.json,\n"
            "special_tokens_map.json, chat_template.jinja, generation_config.json, vocab.json, merges.txt,\n"
            "added_tokens.json: those present) from --tokenizer (default: the training run's model\n"
-           "directory). The checkpoint is verified first.\n");
+           "directory). The checkpoint is verified first. float16 refuses a model with a weight beyond\n"
+           "+-65504 (it would become inf).\n");
+}
+
+// --max-shard-size as transformers' convert_file_size_to_int reads it: an integer of bytes, or an integer
+// with GiB/MiB/KiB (powers of 2) or GB/MB/KB (powers of 10; a lowercase final 'b' means bits) in any case.
+static int64_t parse_shard_size(const char *v) {
+    static const struct { const char *unit; int64_t mult; } units[] = {
+        {"GIB", 1LL << 30}, {"MIB", 1LL << 20}, {"KIB", 1LL << 10}, {"GB", 1000000000LL}, {"MB", 1000000LL},
+        {"KB", 1000LL}, {"", 1}};
+    const size_t n = strlen(v);
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+        const size_t k = strlen(units[u].unit);
+        if (n <= k || strcasecmp(v + n - k, units[u].unit)) continue;
+        char digits[32];
+        if (n - k >= sizeof digits) break;
+        memcpy(digits, v, n - k);
+        digits[n - k] = 0;
+        if (strspn(digits, "0123456789") != n - k) break;
+        errno = 0;
+        const unsigned long long x = strtoull(digits, NULL, 10);
+        if (errno || x == 0 || x > (unsigned long long)(INT64_MAX / units[u].mult)) break;
+        int64_t bytes = (int64_t)x * units[u].mult;
+        if (k == 2 && v[n - 1] == 'b') bytes /= 8;  // "5Gb": gigabits
+        if (bytes > 0) return bytes;
+        break;
+    }
+    return -1;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -32,13 +63,18 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(o, "--checkpoint")) ck = argp_value(&p);
         else if (!strcmp(o, "--output-dir")) out = argp_value(&p);
         else if (!strcmp(o, "--dtype")) dtype = argp_value(&p);
-        else if (!strcmp(o, "--max-shard-size")) max_shard = argp_int_range(&p, 1, INT64_MAX);
+        else if (!strcmp(o, "--max-shard-size")) {
+            const char *v = argp_value(&p);
+            if ((max_shard = parse_shard_size(v)) <= 0)
+                return cli_usage_error("export", "--max-shard-size must be a positive number of bytes or one with a "
+                                       "unit (5GB, 500MB, 2GiB, 100KiB), got '%s'", v);
+        }
         else if (!strcmp(o, "--tokenizer")) tok = argp_value(&p);
         else return argp_unknown(&p, o);
     }
     if (!ck || !out) return cli_usage_error("export", "--checkpoint and --output-dir are required");
-    if (strcmp(dtype, "float32") && strcmp(dtype, "bfloat16"))
-        return cli_usage_error("export", "--dtype must be float32 or bfloat16");
+    if (strcmp(dtype, "float32") && strcmp(dtype, "bfloat16") && strcmp(dtype, "float16"))
+        return cli_usage_error("export", "--dtype must be float32, bfloat16 or float16 (got '%s')", dtype);
     ckpt *c = ckpt_open(ck);
     if (!c) return cli_fail();
     if (ckpt_verify(c) != 0) {

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,12 +252,44 @@ static int remove_stale_weights(const char *dir, char **written, int n) {
 }
 
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes) {
-    const bool bf16 = dtype && !strcmp(dtype, "bfloat16");
-    if (dtype && !bf16 && strcmp(dtype, "float32") != 0) {
-        pt_set_error("unsupported export dtype \"%s\" (float32 or bfloat16)", dtype);
+    const st_dtype out_dtype = !dtype || !strcmp(dtype, "float32") ? ST_F32
+                             : !strcmp(dtype, "bfloat16")          ? ST_BF16
+                             : !strcmp(dtype, "float16")           ? ST_F16
+                                                                   : ST_DTYPE_COUNT;
+    if (out_dtype == ST_DTYPE_COUNT) {
+        pt_set_error("unsupported export dtype \"%s\" (float32, bfloat16 or float16)", dtype);
         return -1;
     }
-    if (pt_mkdir_p(dir) != 0) return -1;
+    real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
+    m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
+    const size_t es = out_dtype == ST_F32 ? 4 : 2;
+    // Convert into one contiguous buffer in the target dtype, before anything is written: a weight that
+    // float16 cannot hold (|w| >= 65520 becomes inf, as torch's .to(float16) silently makes it) refuses the save.
+    uint8_t *conv = pt_malloc(es * m->num_params);
+    for (int t = 0; t < m->num_tensors; t++) {
+        const qwen3_param_info *ti = &m->tensors[t];
+        for (size_t i = ti->offset; i < ti->offset + ti->numel; i++) {
+            const float v = (float)host[i];
+            if (out_dtype == ST_F32) {
+                memcpy(conv + 4 * i, &v, 4);
+                continue;
+            }
+            const uint16_t h = out_dtype == ST_BF16 ? pt_float_to_bf16(v) : pt_float_to_f16(v);
+            if (out_dtype == ST_F16 && isfinite(v) && (h & 0x7c00) == 0x7c00) {
+                pt_set_error("%s: weight %s[%zu] = %g is beyond float16's range (+-65504); save as bfloat16 or "
+                             "float32", dir, ti->name, i - ti->offset, (double)v);
+                free(conv);
+                free(host);
+                return -1;
+            }
+            memcpy(conv + 2 * i, &h, 2);
+        }
+    }
+    if (pt_mkdir_p(dir) != 0) {
+        free(conv);
+        free(host);
+        return -1;
+    }
     // The new weight files are written into a staging directory inside DIR and
     // renamed into place only once all of them are complete; stale files of an
     // earlier save are removed last. A save that fails midway (ENOSPC, a crash)
@@ -265,21 +298,9 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
     if (!mkdtemp(stage)) {
         pt_set_error("%s: cannot create staging directory: %s", dir, strerror(errno));
         free(stage);
+        free(conv);
+        free(host);
         return -1;
-    }
-    real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
-    m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
-    const size_t es = bf16 ? 2 : 4;
-    // Convert into one contiguous buffer in the target dtype.
-    uint8_t *conv = pt_malloc(es * m->num_params);
-    for (size_t i = 0; i < m->num_params; i++) {
-        float v = (float)host[i];
-        if (bf16) {
-            uint16_t h = pt_float_to_bf16(v);
-            memcpy(conv + 2 * i, &h, 2);
-        } else {
-            memcpy(conv + 4 * i, &v, 4);
-        }
     }
     free(host);
     // Assign tensors to shards in order.
@@ -318,7 +339,7 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
             if (shard_of[i] != s) continue;
             const qwen3_param_info *t = &m->tensors[i];
             wt[n].name = t->name;
-            wt[n].dtype = bf16 ? ST_BF16 : ST_F32;
+            wt[n].dtype = out_dtype;
             wt[n].ndim = t->ndim;
             wt[n].shape[0] = t->shape[0];
             wt[n].shape[1] = t->shape[1];
@@ -360,7 +381,7 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
     free(conv);
     if (!rc) {
         char *cp = pt_path_join(dir, "config.json");
-        rc = qwen3_config_save(&m->cfg, cp, bf16 ? "bfloat16" : "float32");
+        rc = qwen3_config_save(&m->cfg, cp, out_dtype == ST_BF16 ? "bfloat16" : out_dtype == ST_F16 ? "float16" : "float32");
         free(cp);
     }
     if (!rc) rc = remove_stale_weights(dir, written, nwritten);

@@ -264,6 +264,23 @@ float pt_f16_to_float(uint16_t h) {
     return f;
 }
 
+uint16_t pt_float_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00;      // NaN (quiet)
+    if (a >= 0x477ff000u) return sign | 0x7c00;     // >= 65520 (halfway past 65504) and inf: inf
+    if (a < 0x38800000u) {                          // below 2^-14: a subnormal half, m x 2^-24
+        float m;
+        memcpy(&m, &a, 4);
+        return sign | (uint16_t)lrintf(m * 16777216.0f);  // exact scaling; lrintf rounds ties to even
+    }
+    // normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to nearest even
+    a += 0xc8000fffu + ((a >> 13) & 1);
+    return sign | (uint16_t)(a >> 13);
+}
+
 #define CHECK_COUNT(t, count)                                                                                  \
     if ((t)->numel != (count)) {                                                                              \
         pt_set_error("%s: tensor \"%s\" has %llu elements, expected %llu", f->path, (t)->name,               \

@@ -72,3 +72,6 @@ int st_write(const char *path, const st_write_tensor *tensors, int n, const char
 
 // bf16 / f16 helpers
 float pt_f16_to_float(uint16_t h);
+// The IEEE half nearest f (ties to even, as torch's .to(float16)); beyond +-65504 (from 65520 on) it is
+// +-inf, below 2^-14 a subnormal or zero; NaN stays NaN.
+uint16_t pt_float_to_f16(float f);
