@@ -51,6 +51,15 @@ cp -r "$T/b/baseline" "$T/torn"; printf '{"step": 9, "loss": 1' >> "$T/torn/metr
 check 0 "metrics.jsonl:9: ignoring a torn last line" -- \
   "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/t" --baseline-run "$T/torn"
 jcheck "$T/t/report.json" "r['verdict']=='ACCEPTED' and len(r['curves']['baseline'])==8" "  its 8 steps are the baseline's curve"
+# a recorded baseline trained at another thread count (7 here): what the suite runs now (the baseline's
+# portability continuation) is priced at this suite's threads, as the candidate's training is; its own
+# recorded training is not billed again (was: the continuation priced at the recorded run's 7 threads)
+cp -r "$T/b/baseline" "$T/thr"; rm -f "$T/thr/eval.json"
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); a['omp_threads']=7; json.dump(a, open(sys.argv[1], 'w'))" "$T/thr/train_args.json"
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/th" --baseline-run "$T/thr"
+jcheck "$T/th/report.json" "(lambda rows: rows['candidate training']['price_per_hour'] == rows['baseline_from_candidate portability']['price_per_hour'] == rows['eval_baseline eval']['price_per_hour'] if 'eval_baseline eval' in rows else rows['candidate training']['price_per_hour'] == rows['baseline_from_candidate portability']['price_per_hour'])({x['item']: x for x in r['cost']['rows']})" \
+    "a recorded baseline's runs now are priced at this suite's threads"
+jcheck "$T/th/report.json" "not any(x['item'].startswith('baseline training') for x in r['cost']['rows'])" "  its recorded training is not billed again"
 # a rerun whose baseline cannot run (exit 2, no report) leaves no old ACCEPTED report or old runs behind
 mkdir -p "$T/empty"
 check 2 "empty/config.json" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a" --model "$T/empty"

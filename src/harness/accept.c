@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,6 +168,9 @@ static void add_phase(acc_ctx *c, const char *run, const pt_platform *pl, const 
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "run", run);
     cJSON_AddStringToObject(p, "platform", pl->text);
+    // Which side's price pays for it: by the platform itself, not its SPEC text (a recorded --baseline-run of
+    // the same SPEC ran with its own thread count); shared set-up is billed to the baseline.
+    cJSON_AddStringToObject(p, "billed_to", pl == &c->o->candidate ? "candidate" : "baseline");
     cJSON_AddStringToObject(p, "phase", phase);
     cJSON_AddNumberToObject(p, "seconds", seconds);
     cJSON_AddItemToArray(c->phases, p);
@@ -598,8 +602,7 @@ static int run_threads(const char *run_dir) {
     const double t = jnum(j, "omp_threads");
     cJSON_Delete(j);
     if (isfinite(t) && t >= 1) return (int)t;
-    const long np = sysconf(_SC_NPROCESSORS_ONLN);
-    return np > 0 ? (int)np : 1;
+    return omp_get_max_threads();  // what a child started now uses (it inherits OMP_NUM_THREADS)
 }
 
 // ---------------------------------------------------------------- phases
@@ -984,7 +987,7 @@ static cJSON *cost_section(acc_ctx *c, const cJSON *table, const pt_platform *ba
     const cJSON *ph;
     cJSON_ArrayForEach(ph, c->phases) {
         const char *pl = cJSON_GetObjectItemCaseSensitive(ph, "platform")->valuestring;
-        const price_t *p = !strcmp(pl, cand->text) ? &pc : &pb;  // shared set-up is billed to the baseline
+        const price_t *p = !strcmp(cJSON_GetObjectItemCaseSensitive(ph, "billed_to")->valuestring, "candidate") ? &pc : &pb;
         const char *run = cJSON_GetObjectItemCaseSensitive(ph, "run")->valuestring;
         const char *phase = cJSON_GetObjectItemCaseSensitive(ph, "phase")->valuestring;
         const double hours = jnum(ph, "seconds") / 3600.0, per_hour = p->price * p->units, cost_i = hours * per_hour;
@@ -1382,8 +1385,11 @@ judged:;
     {
         // 5. cost and the report
         const bool accepted = verdict == 0;
-        cost = cost_section(&c, prices, &o->baseline, &o->candidate, run_threads(base.dir), run_threads(cand.dir),
-                            accepted, cpu);
+        // Every billed phase ran in this suite at its thread count; a recorded --baseline-run's training was
+        // paid for when it was recorded (not billed here), so its own thread count prices nothing.
+        const int threads_now = run_threads(cand.dir);
+        cost = cost_section(&c, prices, &o->baseline, &o->candidate, o->baseline_run ? threads_now : run_threads(base.dir),
+                            threads_now, accepted, cpu);
         if (!cost) {
             add_reason(&c, "cost: %s", pt_last_error());
             if (verdict == 0) verdict = 2;
