@@ -101,6 +101,20 @@ int main(void) {
         free(hh); free(mm); free(hp); free(mp); free(dir);
         cJSON_Delete(r);
     }
+    // User text in report.md renders as the text it is: a reason with link, emphasis, code, strikethrough and
+    // heading syntax, a "> " quote and "_x_" emphasis are escaped; an underscore inside a word is kept.
+    {
+        cJSON *r = cJSON_Parse("{\"verdict\": \"REJECTED\", \"reasons\": [\"# see [here](http://x.example) *now* `rm` ~~a~~ "
+                               "> q _em_ run_dir\"]}");
+        char *dir = test_tmpdir("report"), *mp = pt_path_join(dir, "report.md");
+        CHECK(r && pt_report_render(r, dir) == 0, "render: %s", pt_last_error());
+        size_t n;
+        char *mm = pt_read_file(mp, &n);
+        CHECK(mm && strstr(mm, "- \\# see \\[here\\](http://x.example) \\*now\\* \\`rm\\` \\~\\~a\\~\\~ &gt; q \\_em\\_ run_dir\n"),
+              "markdown syntax in a reason is escaped: %s", mm ? strstr(mm, "see") : "");
+        free(mm); free(mp); free(dir);
+        cJSON_Delete(r);
+    }
     // A portability label cut at 40 bytes keeps whole UTF-8 characters (an "é" across the cut was split,
     // leaving an invalid byte in the HTML).
     {

@@ -1,7 +1,9 @@
 #include "harness/report.h"
 #include "util/common.h"
 #include "util/fileio.h"
+#include <ctype.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +21,19 @@ static void esc(FILE *f, const char *s) {
         }
     }
 }
-// Markdown cell: escape pipes and HTML-significant chars, flatten newlines.
-// A backslash is escaped too: "\|" would otherwise read as "\\|", an escaped
-// backslash and then a cell border.
+// Markdown text (a cell, a list item, a heading): user text (paths, labels, error messages) must render as
+// the text it is: pipes escaped (a cell border), backslashes ("\\|" would read as an escaped backslash and a
+// border), link, emphasis, code and heading syntax ("[x](url)", "*", "`", "~", "#"), "_" where it could open
+// or close emphasis (not inside a word: run_dir stays as it is), HTML-significant chars; newlines flattened.
 static void mesc(FILE *f, const char *s) {
+    const char *start = s;
     for (; s && *s; s++) {
-        if (*s == '|') fputs("\\|", f);
-        else if (*s == '\\') fputs("\\\\", f);
+        const bool word_before = s > start && isalnum((unsigned char)s[-1]), word_after = isalnum((unsigned char)s[1]);
+        if (strchr("|\\[]*`~#", *s)) { fputc('\\', f); fputc(*s, f); }
+        else if (*s == '_' && !(word_before && word_after)) fputs("\\_", f);
         else if (*s == '\n' || *s == '\r') fputc(' ', f);
         else if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
         else if (*s == '&') fputs("&amp;", f);
         else fputc(*s, f);
     }
