@@ -64,7 +64,7 @@ check 2 "option --tp must be in" -- tr "$T/n" --tp 0
 check 2 "option --tp must be in" -- tr "$T/n" --tp=-2
 check 2 "option --seq-len must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 4294967312
 check 2 "option --max-batches must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 16 --max-batches -3
-check 2 "option --max-shard-size must be in" -- "$B" export --checkpoint "$T/run/checkpoint-3" --output-dir "$T/ex" \
+check 2 "--max-shard-size must be a positive number of bytes" -- "$B" export --checkpoint "$T/run/checkpoint-3" --output-dir "$T/ex" \
     --max-shard-size -1
 check 2 "option --seq-len must be in" -- "$B" accept --baseline cpu-ref:fp32 --candidate cpu:fp32 --output-dir "$T/n" \
     --seq-len 4294967312
@@ -148,6 +148,32 @@ yes_ '[ ! -e "$T/u4/recovery.json" ] && [ -f "$T/u4/model.safetensors" ]' "--sup
 ok0 tr "$T/u5" --max-steps 1 --supervise --max_restarts 0
 jcheck "$T/u5/recovery.json" "r['completed']" "--supervise takes the supervisor's flags with underscores"
 yes_ '[ ! -e "$T/u3" ]' "rejected underscore flags create no output dir"
+
+# 12. --num-train-epochs (HF's num_train_epochs): ceil(E x steps per epoch) steps when --max-steps is not
+# given; an epoch of the tied fixture at 2 x 16 tokens is 40 windows = 20 steps; --max-steps wins
+ep() { "$B" train --model "$G" --data "$G/data.bin" --output-dir "$1" --seq-len 16 --per-device-train-batch-size 2 \
+    --learning-rate 3e-3 --quiet "${@:2}"; }
+ok0 ep "$T/ep1" --num-train-epochs 1
+ok0 ep "$T/ep2" --num_train_epochs 2.5
+ok0 ep "$T/ep3" --num-train-epochs 5 --max-steps 3
+yes_ '[ "$(wc -l < "$T/ep1/metrics.jsonl")" = 20 ] && [ "$(wc -l < "$T/ep2/metrics.jsonl")" = 50 ] &&
+      [ "$(wc -l < "$T/ep3/metrics.jsonl")" = 3 ]' "1 and 2.5 epochs are 20 and 50 steps; --max-steps 3 overrides"
+jcheck "$T/ep2/train_args.json" "r['max_steps'] == 50 and r['num_train_epochs'] == 2.5" "train_args.json: resolved max_steps and the epochs"
+python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if abs(r[-1]['lr'] - 3e-3 / 50) < 1e-12 else 1)" \
+    "$T/ep2/metrics.jsonl" && echo "ok: the linear schedule ends at the resolved last step" || { echo "FAIL: schedule length"; fail=1; }
+ok0 ep "$T/ep4" --num-train-epochs 1 --max-steps 20
+yes_ 'cmp -s "$T/ep1/model.safetensors" "$T/ep4/model.safetensors"' "1 epoch = --max-steps 20, bit for bit"
+ep "$T/ep5" --num-train-epochs 1 --save-steps 8 --inject kill:step=10 >/dev/null 2>&1  # killed after checkpoint-8
+yes_ '[ -d "$T/ep5/checkpoint-8" ] && [ ! -e "$T/ep5/model.safetensors" ]' "  a 1-epoch run killed at step 10"
+ok0 ep "$T/ep5" --num-train-epochs 1 --resume-from-checkpoint latest
+yes_ 'cmp -s "$T/ep1/model.safetensors" "$T/ep5/model.safetensors"' "  resumed with --num-train-epochs: the same run"
+ok0 ep "$T/ep6" --num-train-epochs 0.5 --supervise --save-steps 4
+jcheck "$T/ep6/recovery.json" "r['completed'] and r['productive_s'] > 0" "  supervised: goodput counts the resolved steps"
+check 2 "must be positive (or give --num-train-epochs)" -- "$B" train --model "$G" --data "$G/data.bin" --output-dir "$T/ep7" --seq-len 16
+check 2 "num-train-epochs must be > 0" -- ep "$T/ep7" --num-train-epochs 0
+check 2 "step=random needs --max-steps" -- ep "$T/ep7" --num-train-epochs 1 --inject kill:step=random
+check 2 "step=random needs --max-steps" -- ep "$T/ep7" --num-train-epochs 1 --supervise --inject kill:step=random
+yes_ '[ ! -e "$T/ep7" ]' "  refused epoch runs leave no output dir"
 
 # 10. --help anywhere prints the command's help on stdout and exits 0 (a subcommand's --help too)
 for c in init train eval tokenizer tokenize ckpt "ckpt inspect" "ckpt verify" "ckpt bench" export compare accept topo \

@@ -16,12 +16,15 @@
 #include <string.h>
 
 static void help(void) {
-    printf("usage: portatrain train --model DIR --data SHARD --output-dir DIR --max-steps N --seq-len T [options]\n\n"
+    printf("usage: portatrain train --model DIR --data SHARD --output-dir DIR --max-steps N --seq-len T [options]\n"
+           "       (or --num-train-epochs E instead of --max-steps)\n\n"
            "  --backend NAME                     cpu-ref (default), cpu, opencl[:PLATFORM[:DEVICE]], cuda[:DEVICE],\n"
            "                                     cuda-sim (portatrain devices)\n"
            "  --learning-rate F                  5e-5\n"
            "  --per-device-train-batch-size N    8\n"
            "  --gradient-accumulation-steps N    1\n"
+           "  --num-train-epochs E               train E passes over the data (a float; ceil(E x steps per\n"
+           "                                     epoch) steps) when --max-steps is not given\n"
            "  --warmup-steps N                   0\n"
            "  --lr-scheduler-type S              linear | cosine | constant | constant_with_warmup\n"
            "  --weight-decay F                   0 (never applied to norm weights)\n"
@@ -125,6 +128,8 @@ static int supervise(int argc, char **argv) {
 #undef VAL
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
+    for (int i = 0; i < so.n_faults && so.max_steps <= 0; i++)
+        if (so.faults[i].step < 0) { free(w); return cli_usage_error("train", "--inject step=random needs --max-steps"); }
     // Checked here too: the supervisor's events.jsonl would replace the previous run's before the
     // worker refused the directory.
     if (!resume && !overwrite && pt_outdir_has_run(so.output_dir)) {
@@ -192,6 +197,10 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--per-device-train-batch-size")) a.per_device_train_batch_size = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--gradient-accumulation-steps")) a.gradient_accumulation_steps = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--max-steps")) a.max_steps = argp_int_range(&p, 1, LONG_MAX);
+        else if (!strcmp(o, "--num-train-epochs")) {
+            if ((a.num_train_epochs = argp_double_min(&p, 0)) <= 0)
+                return cli_usage_error("train", "--num-train-epochs must be > 0");
+        }
         else if (!strcmp(o, "--warmup-steps")) a.warmup_steps = argp_int_range(&p, 0, LONG_MAX);
         else if (!strcmp(o, "--lr-scheduler-type")) a.lr_scheduler_type = argp_value(&p);
         else if (!strcmp(o, "--logging-steps")) a.logging_steps = argp_int_range(&p, 0, LONG_MAX);
@@ -243,6 +252,8 @@ int cmd_train(int argc, char **argv) {
     if (a.precision && strcmp(a.precision, "fp32") && strcmp(a.precision, "bf16"))
         return cli_usage_error("train", "--precision must be fp32 or bf16 (got '%s')", a.precision);
     if (n_faults) {
+        for (int i = 0; i < n_faults && a.max_steps <= 0; i++)
+            if (faults[i].step < 0) return cli_usage_error("train", "--inject step=random needs --max-steps");
         pt_fault_resolve_random(faults, n_faults, a.max_steps, 1);
         for (int i = 0; i < n_faults; i++) {
             if (faults[i].kind == PT_FAULT_HANG)

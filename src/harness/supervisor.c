@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "harness/supervisor.h"
 #include "util/common.h"
+#include "util/fileio.h"
 #include "util/json.h"
 #include "train/ckpt_interval.h"
 
@@ -61,6 +62,17 @@ static long latest_step(const char *dir) {
 }
 
 // Productive time: each step's step_time_s counted once (the surviving line).
+// The step count the worker resolved (--num-train-epochs without --max-steps): its train_args.json.
+static long worker_max_steps(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train_args.json", dir);
+    cJSON *j = pt_file_exists(path) ? pt_json_parse_file(path) : NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "max_steps");
+    const long n = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e15 ? (long)v->valuedouble : 0;
+    cJSON_Delete(j);
+    return n;
+}
+
 static double productive_s(const char *dir, long max_steps) {
     char path[4096], line[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -401,7 +413,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     cJSON_AddNumberToObject(sum, "restarts", restarts);
     cJSON_AddBoolToObject(sum, "completed", rc == 0);
     cJSON_AddNumberToObject(sum, "wall_s", wall);
-    const double prod = productive_s(o->output_dir, o->max_steps);
+    const double prod = productive_s(o->output_dir, o->max_steps > 0 ? o->max_steps : worker_max_steps(o->output_dir));
     cJSON_AddNumberToObject(sum, "productive_s", prod);
     cJSON_AddNumberToObject(sum, "goodput", wall > 0 ? prod / wall : 0);
     cJSON_AddItemToObject(sum, "recoveries", recs);

@@ -69,6 +69,7 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "per_device_train_batch_size", a->per_device_train_batch_size);
     cJSON_AddNumberToObject(r, "gradient_accumulation_steps", a->gradient_accumulation_steps);
     cJSON_AddNumberToObject(r, "max_steps", (double)a->max_steps);
+    if (a->num_train_epochs > 0) cJSON_AddNumberToObject(r, "num_train_epochs", a->num_train_epochs);
     cJSON_AddNumberToObject(r, "warmup_steps", (double)a->warmup_steps);
     cJSON_AddStringToObject(r, "lr_scheduler_type", a->lr_scheduler_type);
     cJSON_AddNumberToObject(r, "logging_steps", (double)a->logging_steps);
@@ -106,7 +107,10 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
     if (!a->model_dir) { pt_set_error("--model is required"); return -1; }
     if (!a->data_path) { pt_set_error("--data is required"); return -1; }
     if (!a->output_dir) { pt_set_error("--output-dir is required"); return -1; }
-    if (a->max_steps <= 0) { pt_set_error("--max-steps must be positive"); return -1; }
+    if (a->max_steps <= 0 && !(a->num_train_epochs > 0)) {
+        pt_set_error("--max-steps must be positive (or give --num-train-epochs)");
+        return -1;
+    }
     if (a->seq_len <= 0) { pt_set_error("--seq-len must be positive"); return -1; }
     if (a->per_device_train_batch_size <= 0 || a->gradient_accumulation_steps <= 0) {
         pt_set_error("--per-device-train-batch-size and --gradient-accumulation-steps must be positive");
@@ -495,7 +499,9 @@ static int prepare_output_dir(const pt_train_args *a) {
 
 // ---------------------------------------------------------------- the loop
 
-int pt_train(const pt_train_args *a) {
+int pt_train(const pt_train_args *args) {
+    pt_train_args resolved = *args;  // max_steps filled in from --num-train-epochs once the data is open
+    const pt_train_args *a = &resolved;
     pt_lr_schedule sched;
     pt_comm *world = NULL;
     pt_parallel *P = NULL;
@@ -578,6 +584,18 @@ int pt_train(const pt_train_args *a) {
                                                                             : mdl->cfg.vocab_size)};
         loader = pt_loader_open(&lc);
         if (!loader) goto setup_done;
+        if (resolved.max_steps <= 0) {
+            // HF: ceil(epochs x update steps per epoch). An epoch here is every row once: ceil(rows / rows per
+            // step) steps (the loader drops no rows; an epoch's last step may take the next epoch's first rows).
+            const double steps = ceil(resolved.num_train_epochs * (double)pt_loader_steps_per_epoch(loader));
+            if (!(steps >= 1 && steps <= 1e15)) {
+                pt_set_error("--num-train-epochs %g over %llu steps per epoch is %g steps", resolved.num_train_epochs,
+                             (unsigned long long)pt_loader_steps_per_epoch(loader), steps);
+                g_usage_error = 1;
+                goto setup_done;
+            }
+            resolved.max_steps = (long)steps;
+        }
     }
     if (!P) {
         qwen3_alloc_grads(mdl);
@@ -681,6 +699,10 @@ setup_done:
                     a->max_steps);
         }
     }
+    if (!quiet && args->max_steps <= 0)
+        pt_info("--num-train-epochs %g: %ld steps (%llu per epoch of %llu rows)", a->num_train_epochs, a->max_steps,
+                (unsigned long long)pt_loader_steps_per_epoch(loader),
+                (unsigned long long)pt_loader_rows_per_epoch(loader));
     const double t_start = pt_now_s();
     double loss_first = NAN, loss_last = NAN, loss_min = INFINITY;
     // Non-finite steps (--nan-policy, docs/RECOVERY.md): how many were

@@ -19,7 +19,8 @@ typedef struct {
     double max_grad_norm;     // 1.0; 0 disables clipping
     int per_device_train_batch_size;  // 8
     int gradient_accumulation_steps;  // 1
-    long max_steps;           // required (> 0)
+    long max_steps;           // > 0; or 0 with num_train_epochs > 0 (then resolved from the data)
+    double num_train_epochs;  // 0 = unset; used only when max_steps is 0 (as HF: max_steps > 0 overrides it)
     long warmup_steps;        // 0
     const char *lr_scheduler_type;    // "linear"
     long logging_steps;       // progress line every N steps (metrics.jsonl gets every step)
