@@ -161,6 +161,8 @@ yes_ '[ "$(wc -l < "$T/ep1/metrics.jsonl")" = 20 ] && [ "$(wc -l < "$T/ep2/metri
 jcheck "$T/ep2/train_args.json" "r['max_steps'] == 50 and r['num_train_epochs'] == 2.5" "train_args.json: resolved max_steps and the epochs"
 python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if abs(r[-1]['lr'] - 3e-3 / 50) < 1e-12 else 1)" \
     "$T/ep2/metrics.jsonl" && echo "ok: the linear schedule ends at the resolved last step" || { echo "FAIL: schedule length"; fail=1; }
+python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if [x['epoch'] for x in r][::10] == [0.05, 0.55, 1.05, 1.55, 2.05] and r[19]['epoch'] == 1 and r[-1]['epoch'] == 2.5 else 1)" \
+    "$T/ep2/metrics.jsonl" && echo "ok: metrics.jsonl epoch (HF's): 1 after 20 steps, 2.5 at the end" || { echo "FAIL: epoch field"; fail=1; }
 ok0 ep "$T/ep4" --num-train-epochs 1 --max-steps 20
 yes_ 'cmp -s "$T/ep1/model.safetensors" "$T/ep4/model.safetensors"' "1 epoch = --max-steps 20, bit for bit"
 ep "$T/ep5" --num-train-epochs 1 --save-steps 8 --inject kill:step=10 >/dev/null 2>&1  # killed after checkpoint-8

@@ -839,10 +839,12 @@ setup_done:
         // save and this write loses no line (open_metrics restores it).
         char rec[2048], lb[32], gb[32];
         int rl = snprintf(rec, sizeof rec,
-                          "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %.17g, \"tokens\": %ld, "
-                          "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
-                          step + 1, jnum(lb, loss), jnum(gb, gnorm), lr, tokens, dt, tokens / dt,
-                          flops_tok * tokens / dt);
+                          "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %.17g, \"epoch\": %.6f, "
+                          "\"tokens\": %ld, \"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
+                          step + 1, jnum(lb, loss), jnum(gb, gnorm), lr,
+                          // as HF logs it: passes over the data so far (rows served / rows per epoch)
+                          (double)(step + 1) * rows_per_step / (double)pt_loader_rows_per_epoch(loader), tokens, dt,
+                          tokens / dt, flops_tok * tokens / dt);
         rl += snprintf(rec + rl, sizeof rec - rl, ", \"batch_fingerprint\": \"%016llx\", \"activation_bytes\": %zu",
                        (unsigned long long)batch_fp, mdl->act_bytes);
         if (!P) rl += snprintf(rec + rl, sizeof rec - rl, ", \"peak_rss_mib\": %.1f", rss_peak_mib());
