@@ -167,6 +167,11 @@ ok0 ep "$T/ep4" --num-train-epochs 1 --max-steps 20
 yes_ 'cmp -s "$T/ep1/model.safetensors" "$T/ep4/model.safetensors"' "1 epoch = --max-steps 20, bit for bit"
 ep "$T/ep5" --num-train-epochs 1 --save-steps 8 --inject kill:step=10 >/dev/null 2>&1  # killed after checkpoint-8
 yes_ '[ -d "$T/ep5/checkpoint-8" ] && [ ! -e "$T/ep5/model.safetensors" ]' "  a 1-epoch run killed at step 10"
+ok0 ep "$T/ep8" --max-steps 20
+check 0 "verdict: ACCEPTED" -- "$B" compare "$T/ep1" "$T/ep8" --profile exact
+cp -r "$T/ep1" "$T/ep1old"; rm "$T/ep1old/manifest.json"
+check 0 "verdict: ACCEPTED" -- "$B" compare "$T/ep1old" "$T/ep8" --profile exact
+yes_ 'grep -q "allowed difference: num_train_epochs" "$T/out"' "  1 epoch vs --max-steps 20: the same frozen inputs (manifest, and train_args.json)"
 ok0 ep "$T/ep5" --num-train-epochs 1 --resume-from-checkpoint latest
 yes_ 'cmp -s "$T/ep1/model.safetensors" "$T/ep5/model.safetensors"' "  resumed with --num-train-epochs: the same run"
 ok0 ep "$T/ep6" --num-train-epochs 0.5 --supervise --save-steps 4
