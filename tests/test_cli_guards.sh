@@ -181,6 +181,20 @@ check 2 "num-train-epochs must be > 0" -- ep "$T/ep7" --num-train-epochs 0
 check 2 "step=random needs --max-steps" -- ep "$T/ep7" --num-train-epochs 1 --inject kill:step=random
 check 2 "step=random needs --max-steps" -- ep "$T/ep7" --num-train-epochs 1 --supervise --inject kill:step=random
 yes_ '[ ! -e "$T/ep7" ]' "  refused epoch runs leave no output dir"
+# warmup as a ratio of the resolved total (transformers 5: --warmup-steps below 1; transformers 4: --warmup-ratio):
+# ceil(0.25 x 20) = 5 warmup steps, the same run as --warmup-steps 5
+ok0 ep "$T/wr1" --num-train-epochs 1 --warmup-steps 0.25
+ok0 ep "$T/wr2" --num-train-epochs 1 --warmup_ratio 0.25
+ok0 ep "$T/wr3" --max-steps 20 --warmup-steps 5
+yes_ 'cmp -s "$T/wr1/model.safetensors" "$T/wr3/model.safetensors" && cmp -s "$T/wr2/model.safetensors" "$T/wr3/model.safetensors"' \
+    "--warmup-steps 0.25 and --warmup-ratio 0.25 of 20 steps = --warmup-steps 5"
+jcheck "$T/wr1/train_args.json" "r['warmup_steps'] == 5 and r['warmup_ratio'] == 0.25" "  train_args.json: resolved warmup_steps and the ratio"
+python3 -c "import json,sys; r=[json.loads(l)['lr'] for l in open(sys.argv[1])]; sys.exit(0 if r[0] == 0 and r[4] < 3e-3 and r[5] == 3e-3 else 1)" \
+    "$T/wr1/metrics.jsonl" && echo "ok:   the lr peaks after 5 warmup steps" || { echo "FAIL: warmup ratio schedule"; fail=1; }
+ok0 ep "$T/wr4" --max-steps 20 --warmup-ratio 0.9 --warmup-steps 5
+yes_ 'cmp -s "$T/wr4/model.safetensors" "$T/wr3/model.safetensors"' "  a --warmup-steps >= 1 wins over --warmup-ratio (as HF)"
+check 0 "verdict: ACCEPTED" -- "$B" compare "$T/wr1" "$T/wr3" --profile exact
+check 2 "warmup-ratio must be in \[0, 1\]" -- ep "$T/wr5" --max-steps 2 --warmup-ratio 1.5
 
 # 10. --help anywhere prints the command's help on stdout and exits 0 (a subcommand's --help too)
 for c in init train eval tokenizer tokenize ckpt "ckpt inspect" "ckpt verify" "ckpt bench" export compare accept topo \

@@ -25,7 +25,8 @@ static void help(void) {
            "  --gradient-accumulation-steps N    1\n"
            "  --num-train-epochs E               train E passes over the data (a float; ceil(E x steps per\n"
            "                                     epoch) steps) when --max-steps is not given\n"
-           "  --warmup-steps N                   0\n"
+           "  --warmup-steps N                   0; a float below 1 is a ratio of the total steps, ceil(N x\n"
+           "                                     steps) (transformers 5; --warmup-ratio R: transformers 4's name)\n"
            "  --lr-scheduler-type S              linear | cosine | constant | constant_with_warmup\n"
            "  --weight-decay F                   0 (never applied to norm weights)\n"
            "  --adam-beta1 F --adam-beta2 F      0.9, 0.999\n"
@@ -201,7 +202,16 @@ int cmd_train(int argc, char **argv) {
             if ((a.num_train_epochs = argp_double_min(&p, 0)) <= 0)
                 return cli_usage_error("train", "--num-train-epochs must be > 0");
         }
-        else if (!strcmp(o, "--warmup-steps")) a.warmup_steps = argp_int_range(&p, 0, LONG_MAX);
+        else if (!strcmp(o, "--warmup-steps")) {  // transformers 5: a float below 1 is a ratio of the total
+            const double w = argp_double_min(&p, 0);
+            if (w >= 1e15) return cli_usage_error("train", "--warmup-steps %g is too large", w);
+            a.warmup_steps = w < 1 ? 0 : (long)w;  // HF: int(warmup_steps)
+            if (w > 0 && w < 1) a.warmup_ratio = w;
+        }
+        else if (!strcmp(o, "--warmup-ratio")) {  // transformers 4's name (a --warmup-steps >= 1 wins, as there)
+            if ((a.warmup_ratio = argp_double_min(&p, 0)) > 1)
+                return cli_usage_error("train", "--warmup-ratio must be in [0, 1], got %g", a.warmup_ratio);
+        }
         else if (!strcmp(o, "--lr-scheduler-type")) a.lr_scheduler_type = argp_value(&p);
         else if (!strcmp(o, "--logging-steps")) a.logging_steps = argp_int_range(&p, 0, LONG_MAX);
         else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);

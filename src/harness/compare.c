@@ -95,7 +95,8 @@ static cJSON *load_args(const char *dir) { return load_json_in(dir, "train_args.
 static int allowed_key(const char *k) {
     static const char *ok[] = {"output_dir", "backend", "logging_steps", "save_steps", "save_total_limit", "omp_threads", "model", "data",
                                "resume_from_checkpoint", "mtbf_hours", "nan_max_count",
-                               "num_train_epochs"};  // it only resolves max_steps, which is compared
+                               "num_train_epochs", "warmup_ratio"};  // these resolve max_steps and
+                                                                     // warmup_steps, which are compared
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) if (!strcmp(k, ok[i])) return 1;
     return 0;
 }

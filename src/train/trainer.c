@@ -71,6 +71,7 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "max_steps", (double)a->max_steps);
     if (a->num_train_epochs > 0) cJSON_AddNumberToObject(r, "num_train_epochs", a->num_train_epochs);
     cJSON_AddNumberToObject(r, "warmup_steps", (double)a->warmup_steps);
+    if (a->warmup_ratio > 0) cJSON_AddNumberToObject(r, "warmup_ratio", a->warmup_ratio);
     cJSON_AddStringToObject(r, "lr_scheduler_type", a->lr_scheduler_type);
     cJSON_AddNumberToObject(r, "logging_steps", (double)a->logging_steps);
     cJSON_AddNumberToObject(r, "seed", (double)a->seed);
@@ -142,7 +143,7 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
         pt_set_error("--save-steps auto needs --mtbf-hours H (the mean time between failures it optimises for)");
         return -1;
     }
-    if (*sched == LR_CONSTANT && a->warmup_steps > 0)
+    if (*sched == LR_CONSTANT && (a->warmup_steps > 0 || a->warmup_ratio > 0))
         pt_warn("--lr-scheduler-type constant ignores --warmup-steps (as in Hugging Face); use constant_with_warmup");
     return 0;
 }
@@ -596,6 +597,9 @@ int pt_train(const pt_train_args *args) {
             }
             resolved.max_steps = (long)steps;
         }
+        // HF's get_warmup_steps: a ratio of the (resolved) total when no step count is given
+        if (resolved.warmup_steps == 0 && resolved.warmup_ratio > 0)
+            resolved.warmup_steps = (long)ceil((double)resolved.max_steps * resolved.warmup_ratio);
     }
     if (!P) {
         qwen3_alloc_grads(mdl);

@@ -22,6 +22,7 @@ typedef struct {
     long max_steps;           // > 0; or 0 with num_train_epochs > 0 (then resolved from the data)
     double num_train_epochs;  // 0 = unset; used only when max_steps is 0 (as HF: max_steps > 0 overrides it)
     long warmup_steps;        // 0
+    double warmup_ratio;      // 0 = unset; with warmup_steps 0: ceil(ratio x max_steps) warmup steps (as HF)
     const char *lr_scheduler_type;    // "linear"
     long logging_steps;       // progress line every N steps (metrics.jsonl gets every step)
     uint64_t seed;            // 42
