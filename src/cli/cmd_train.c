@@ -27,7 +27,12 @@ static void help(void) {
            "                                     epoch) steps) when --max-steps is not given\n"
            "  --warmup-steps N                   0; a float below 1 is a ratio of the total steps, ceil(N x\n"
            "                                     steps) (transformers 5; --warmup-ratio R: transformers 4's name)\n"
-           "  --lr-scheduler-type S              linear | cosine | constant | constant_with_warmup\n"
+           "  --lr-scheduler-type S              linear | cosine | constant | constant_with_warmup |\n"
+           "                                     cosine_with_restarts | polynomial | inverse_sqrt |\n"
+           "                                     cosine_with_min_lr | cosine_warmup_with_min_lr |\n"
+           "                                     warmup_stable_decay (HF's formulas)\n"
+           "  --lr-scheduler-kwargs JSON         HF's lr_scheduler_kwargs, e.g. '{\"min_lr_rate\": 0.1}',\n"
+           "                                     '{\"num_decay_steps\": 100, \"decay_type\": \"linear\"}'\n"
            "  --weight-decay F                   0 (never applied to norm weights)\n"
            "  --adam-beta1 F --adam-beta2 F      0.9, 0.999\n"
            "  --adam-epsilon F                   1e-8\n"
@@ -213,6 +218,7 @@ int cmd_train(int argc, char **argv) {
                 return cli_usage_error("train", "--warmup-ratio must be in [0, 1], got %g", a.warmup_ratio);
         }
         else if (!strcmp(o, "--lr-scheduler-type")) a.lr_scheduler_type = argp_value(&p);
+        else if (!strcmp(o, "--lr-scheduler-kwargs")) a.lr_scheduler_kwargs = argp_value(&p);
         else if (!strcmp(o, "--logging-steps")) a.logging_steps = argp_int_range(&p, 0, LONG_MAX);
         else if (!strcmp(o, "--seed")) a.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(o, "--seq-len")) a.seq_len = (int)argp_int_range(&p, 1, INT_MAX);

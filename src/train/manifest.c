@@ -154,6 +154,8 @@ static cJSON *frozen_json(const pt_train_args *a) {
     cJSON *h = cJSON_AddObjectToObject(f, "hyperparameters");
     cJSON_AddNumberToObject(h, "learning_rate", a->learning_rate);
     cJSON_AddStringToObject(h, "lr_scheduler_type", a->lr_scheduler_type);
+    if (a->lr_scheduler_kwargs && *a->lr_scheduler_kwargs)  // validated by the trainer: a JSON object
+        cJSON_AddItemToObject(h, "lr_scheduler_kwargs", cJSON_Parse(a->lr_scheduler_kwargs));
     cJSON_AddNumberToObject(h, "warmup_steps", (double)a->warmup_steps);
     cJSON_AddNumberToObject(h, "max_steps", (double)a->max_steps);
     cJSON_AddNumberToObject(h, "per_device_train_batch_size", a->per_device_train_batch_size);

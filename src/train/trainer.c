@@ -73,6 +73,8 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "warmup_steps", (double)a->warmup_steps);
     if (a->warmup_ratio > 0) cJSON_AddNumberToObject(r, "warmup_ratio", a->warmup_ratio);
     cJSON_AddStringToObject(r, "lr_scheduler_type", a->lr_scheduler_type);
+    if (a->lr_scheduler_kwargs && *a->lr_scheduler_kwargs)  // validated: a JSON object
+        cJSON_AddItemToObject(r, "lr_scheduler_kwargs", cJSON_Parse(a->lr_scheduler_kwargs));
     cJSON_AddNumberToObject(r, "logging_steps", (double)a->logging_steps);
     cJSON_AddNumberToObject(r, "seed", (double)a->seed);
     cJSON_AddNumberToObject(r, "seq_len", a->seq_len);
@@ -130,9 +132,7 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
         pt_set_error("invalid optimizer hyperparameters (need lr, wd, warmup, max_grad_norm >= 0, eps > 0, betas in [0,1))");
         return -1;
     }
-    if (pt_lr_schedule_parse(a->lr_scheduler_type, sched) != 0) {
-        pt_set_error("--lr-scheduler-type '%s' unknown (constant, constant_with_warmup, linear, cosine)",
-                     a->lr_scheduler_type);
+    if (pt_lr_schedule_parse(sched, a->lr_scheduler_type, a->lr_scheduler_kwargs, a->learning_rate) != 0) {
         return -1;
     }
     if ((a->save_steps < 0 && a->save_steps != PT_SAVE_STEPS_AUTO) || a->save_total_limit < 0) {
@@ -143,7 +143,7 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
         pt_set_error("--save-steps auto needs --mtbf-hours H (the mean time between failures it optimises for)");
         return -1;
     }
-    if (*sched == LR_CONSTANT && (a->warmup_steps > 0 || a->warmup_ratio > 0))
+    if (!pt_lr_schedule_warms_up(sched) && (a->warmup_steps > 0 || a->warmup_ratio > 0))
         pt_warn("--lr-scheduler-type constant ignores --warmup-steps (as in Hugging Face); use constant_with_warmup");
     return 0;
 }
@@ -187,6 +187,8 @@ static cJSON *state_json(const pt_train_args *a, const qwen3_model *m, const pt_
     cJSON_AddNumberToObject(s, "optimizer_step", opt->t);
     cJSON *lr = cJSON_AddObjectToObject(s, "lr_scheduler");
     cJSON_AddStringToObject(lr, "type", a->lr_scheduler_type);
+    if (a->lr_scheduler_kwargs && *a->lr_scheduler_kwargs)
+        cJSON_AddItemToObject(lr, "kwargs", cJSON_Parse(a->lr_scheduler_kwargs));
     cJSON_AddNumberToObject(lr, "base_lr", a->learning_rate);
     cJSON_AddNumberToObject(lr, "warmup_steps", (double)a->warmup_steps);
     cJSON_AddNumberToObject(lr, "total_steps", (double)a->max_steps);
@@ -820,7 +822,7 @@ setup_done:
                         nan_handled, a->nan_max_count);
             }
         }
-        const double lr = a->learning_rate * pt_lr_multiplier(sched, step, a->warmup_steps, a->max_steps);
+        const double lr = a->learning_rate * pt_lr_multiplier(&sched, step, a->warmup_steps, a->max_steps);
         if (!skip_reason) {
             if (P) {
                 pt_parallel_clip(P, gnorm, a->max_grad_norm);

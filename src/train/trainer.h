@@ -24,6 +24,7 @@ typedef struct {
     long warmup_steps;        // 0
     double warmup_ratio;      // 0 = unset; with warmup_steps 0: ceil(ratio x max_steps) warmup steps (as HF)
     const char *lr_scheduler_type;    // "linear"
+    const char *lr_scheduler_kwargs;  // HF's lr_scheduler_kwargs as a JSON object text, or NULL
     long logging_steps;       // progress line every N steps (metrics.jsonl gets every step)
     uint64_t seed;            // 42
     int seq_len;              // required
