@@ -196,6 +196,20 @@ yes_ 'cmp -s "$T/wr4/model.safetensors" "$T/wr3/model.safetensors"' "  a --warmu
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/wr1" "$T/wr3" --profile exact
 check 2 "warmup-ratio must be in \[0, 1\]" -- ep "$T/wr5" --max-steps 2 --warmup-ratio 1.5
 
+# 13. more HF TrainingArguments: --save-strategy no|steps|epoch, --optim (AdamW names), --report-to none
+ok0 ep "$T/ss1" --num-train-epochs 1.5 --save-strategy epoch --optim adamw_torch_fused --report_to none
+yes_ '[ -d "$T/ss1/checkpoint-20" ] && [ "$(ls -d "$T/ss1"/checkpoint-* | wc -l)" = 1 ]' \
+    "--save-strategy epoch: a checkpoint at the end of the 20-step epoch only"
+yes_ '[ -f "$T/ss1/model.safetensors" ] && [ "$(wc -l < "$T/ss1/metrics.jsonl")" = 30 ]' "  30 steps and the final model"
+ok0 ep "$T/ss2" --max-steps 4 --save-steps 2 --save_strategy no
+yes_ '! ls -d "$T/ss2"/checkpoint-* >/dev/null 2>&1' "--save-strategy no: no checkpoint despite --save-steps"
+ok0 ep "$T/ss3" --max-steps 2 --save-strategy steps
+jcheck "$T/ss3/train_args.json" "r['save_steps'] == 500" "--save-strategy steps without --save-steps: HF's 500"
+check 2 "best needs evaluation during training" -- ep "$T/ss4" --max-steps 2 --save-strategy best
+check 2 "only AdamW is implemented" -- ep "$T/ss4" --max-steps 2 --optim sgd
+check 2 "report-to wandb: no trackers here" -- ep "$T/ss4" --max-steps 2 --report-to wandb
+yes_ '[ ! -e "$T/ss4" ]' "  refused: no output dir"
+
 # 10. --help anywhere prints the command's help on stdout and exits 0 (a subcommand's --help too)
 for c in init train eval tokenizer tokenize ckpt "ckpt inspect" "ckpt verify" "ckpt bench" export compare accept topo \
          report devices; do

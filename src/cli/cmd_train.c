@@ -38,11 +38,15 @@ static void help(void) {
            "  --adam-epsilon F                   1e-8\n"
            "  --max-grad-norm F                  1.0 (0 disables clipping)\n"
            "  --seed N                           42\n"
+           "  --optim adamw_torch                the optimizer (AdamW; adamw_torch_fused is the same math)\n"
+           "  --report-to none                   metrics go to OUTPUT/metrics.jsonl (no other trackers)\n"
            "  --logging-steps N                  progress line every N steps (10)\n"
            "  --shuffle                          shuffle rows with a seeded permutation per epoch\n"
            "  --data-mode packed|padded          packed windows (default) or one document per row\n"
            "  --save-steps N|auto                checkpoint every N steps (0: never); auto: a probe save after\n"
            "                                     5 steps, then Daly's optimum interval for --mtbf-hours\n"
+           "  --save-strategy S                  HF's: no (never) | steps (every --save-steps; 500 unless\n"
+           "                                     given) | epoch (at the end of each pass over the data)\n"
            "  --mtbf-hours H                     mean time between failures for --save-steps auto\n"
            "  --save-total-limit K               keep the newest K checkpoints (0: all)\n"
            "  --resume-from-checkpoint DIR|latest  continue bit-exactly from a checkpoint\n"
@@ -184,6 +188,8 @@ int cmd_train(int argc, char **argv) {
     pt_train_args_defaults(&a);
     pt_fault faults[64];
     int n_faults = 0;
+    const char *save_strategy = NULL;
+    bool save_steps_given = false;
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *o;
@@ -240,11 +246,29 @@ int cmd_train(int argc, char **argv) {
             else if (strcmp(v, "packed")) return cli_usage_error("train", "--data-mode must be packed or padded");
         }
         else if (!strcmp(o, "--save-steps")) {
+            save_steps_given = true;
             const char *v = argp_value(&p);
             char *end;
             if (!strcmp(v, "auto")) a.save_steps = PT_SAVE_STEPS_AUTO;
             else if ((a.save_steps = strtol(v, &end, 10)) < 0 || *end || end == v)
                 return cli_usage_error("train", "--save-steps must be a number >= 0 or auto (got '%s')", v);
+        }
+        else if (!strcmp(o, "--save-strategy")) {  // HF's: no | steps (every --save-steps, 500 if not given) | epoch
+            save_strategy = argp_value(&p);
+            if (strcmp(save_strategy, "no") && strcmp(save_strategy, "steps") && strcmp(save_strategy, "epoch"))
+                return cli_usage_error("train", "--save-strategy must be no, steps or epoch (got '%s'%s)", save_strategy,
+                                       !strcmp(save_strategy, "best") ? ": best needs evaluation during training" : "");
+        }
+        else if (!strcmp(o, "--optim")) {  // HF's optimizer names for torch.optim.AdamW: the AdamW here
+            const char *v = argp_value(&p);
+            if (strcmp(v, "adamw_torch") && strcmp(v, "adamw_torch_fused"))
+                return cli_usage_error("train", "--optim %s: only AdamW is implemented (adamw_torch, adamw_torch_fused)", v);
+        }
+        else if (!strcmp(o, "--report-to")) {  // HF's experiment trackers: metrics go to OUTPUT/metrics.jsonl only
+            const char *v = argp_value(&p);
+            if (strcmp(v, "none"))
+                return cli_usage_error("train", "--report-to %s: no trackers here; metrics go to OUTPUT/metrics.jsonl "
+                                       "(--report-to none is accepted)", v);
         }
         else if (!strcmp(o, "--mtbf-hours")) a.mtbf_hours = argp_double_min(&p, 0);
         else if (!strcmp(o, "--save-total-limit")) a.save_total_limit = (int)argp_int_range(&p, 0, INT_MAX);
@@ -265,6 +289,9 @@ int cmd_train(int argc, char **argv) {
         }
         else return argp_unknown(&p, o);
     }
+    if (save_strategy && !strcmp(save_strategy, "no")) a.save_steps = 0;
+    else if (save_strategy && !strcmp(save_strategy, "epoch")) a.save_each_epoch = true;
+    else if (save_strategy && !save_steps_given) a.save_steps = 500;  // "steps": HF's default save_steps
     if (a.precision && strcmp(a.precision, "fp32") && strcmp(a.precision, "bf16"))
         return cli_usage_error("train", "--precision must be fp32 or bf16 (got '%s')", a.precision);
     if (n_faults) {

@@ -82,6 +82,7 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddStringToObject(r, "data_mode", a->padded ? "padded" : "packed");
     if (a->save_steps == PT_SAVE_STEPS_AUTO) cJSON_AddStringToObject(r, "save_steps", "auto");
     else cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
+    if (a->save_each_epoch) cJSON_AddStringToObject(r, "save_strategy", "epoch");
     if (a->mtbf_hours > 0) cJSON_AddNumberToObject(r, "mtbf_hours", a->mtbf_hours);
     if (a->activation_checkpointing)
         cJSON_AddStringToObject(r, "activation_checkpointing", a->activation_checkpointing);
@@ -599,6 +600,7 @@ int pt_train(const pt_train_args *args) {
             }
             resolved.max_steps = (long)steps;
         }
+        if (resolved.save_each_epoch) resolved.save_steps = (long)pt_loader_steps_per_epoch(loader);
         // HF's get_warmup_steps: a ratio of the (resolved) total when no step count is given
         if (resolved.warmup_steps == 0 && resolved.warmup_ratio > 0)
             resolved.warmup_steps = (long)ceil((double)resolved.max_steps * resolved.warmup_ratio);

@@ -34,6 +34,7 @@ typedef struct {
     long save_steps;          // checkpoint every N optimizer steps (0: never; PT_SAVE_STEPS_AUTO: Young/Daly)
     double mtbf_hours;        // mean time between failures for --save-steps auto
     int save_total_limit;     // keep the newest K checkpoints (0: all)
+    bool save_each_epoch;     // HF's save_strategy "epoch": save_steps = the steps of one epoch, once known
     const char *resume_from_checkpoint;  // NULL, "latest" or a checkpoint dir
     bool overwrite_output_dir;  // remove a previous run's files first (else a fresh run there is refused)
     int nan_policy;           // PT_NAN_STOP (default), PT_NAN_SKIP, PT_NAN_ROLLBACK (docs/RECOVERY.md)
