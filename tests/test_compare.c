@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness/compare.h"
 #include "harness/runlog.h"
 #include "testutil.h"
 #include "util/common.h"
@@ -16,7 +17,48 @@ static void load(const char *rel, const char *fmt, pt_runlog *r, int expect_rc) 
     free(p);
 }
 
+// HF logging_steps > 1: the importer records each loss's window, and compare averages a per-step log's
+// losses over the same steps (docs/COMPARE.md, "Windowed losses").
+static void windowed(void) {
+    pt_runlog r;
+    load("tests/fixtures/compare/hf_trainer_windowed/trainer_state.json", "hf", &r, 0);
+    static const long steps[5] = {1, 3, 6, 9, 12};
+    static const int win[5] = {1, 2, 3, 3, 3};
+    CHECK(r.n == 5, "windowed hf: 5 entries, got %d", r.n);
+    for (int i = 0; i < r.n && i < 5; i++)
+        CHECK(r.pts[i].step == steps[i] && (r.pts[i].window ? r.pts[i].window : 1) == win[i],
+              "entry %d: step %ld window %d", i, r.pts[i].step, r.pts[i].window);
+    // A per-step log whose losses average to HF's over each window but differ step by step (+-0.3).
+    char *dir = test_tmpdir("cmpwin"), path[4200];
+    for (int drop = 0; drop < 2; drop++) {
+        snprintf(path, sizeof path, "%s/pt%d.jsonl", dir, drop);
+        FILE *f = fopen(path, "w");
+        long s = 1;
+        for (int i = 0; i < r.n && f; i++)
+            for (int k = win[i] - 1; k >= 0; k--, s++) {
+                double d = win[i] == 1 ? 0 : k == 0 ? -0.3 * (win[i] - 1) : 0.3;
+                if (drop && s == 8) continue;  // a hole in the window (6, 9]: that point is compared as it is
+                fprintf(f, "{\"step\": %ld, \"loss\": %.17g}\n", s, r.pts[i].loss + d);
+            }
+        if (f) fclose(f);
+        char *hf = test_source_path("tests/fixtures/compare/hf_trainer_windowed/trainer_state.json");
+        pt_compare_opts o = {.format_a = "hf", .format_b = "jsonl"};
+        cJSON *res = NULL;
+        int rc = pt_compare_runs(hf, path, &o, &res);
+        const cJSON *ps = cJSON_GetObjectItem(res, "per_step");
+        const double mx = cJSON_GetObjectItem(ps, "max_rel_diff") ? cJSON_GetObjectItem(ps, "max_rel_diff")->valuedouble : -1;
+        const int wa = cJSON_GetObjectItem(ps, "windowed_a") ? cJSON_GetObjectItem(ps, "windowed_a")->valueint : -1;
+        if (!drop) CHECK(rc == 0 && wa == 4 && mx >= 0 && mx < 1e-12, "windows averaged: rc %d windowed %d max %g", rc, wa, mx);
+        else CHECK(rc == 1 && wa == 3 && mx > 0.01, "incomplete window not averaged: rc %d windowed %d max %g", rc, wa, mx);
+        cJSON_Delete(res);
+        free(hf);
+    }
+    free(dir);
+    pt_runlog_free(&r);
+}
+
 int main(void) {
+    windowed();
     pt_runlog r;
     load("tests/fixtures/compare/trainer_state.json", NULL, &r, 0);
     CHECK(!strcmp(r.format, "hf"), "hf detected: %s", r.format);

@@ -68,4 +68,71 @@ grep -q "verdict: REJECTED" "$T/out" || { echo "FAIL: wrong kernel not REJECTED"
 LR=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['learning_rate'] * 1.2)" "$F/hf_run.json")
 run "$T/lr" cpu-ref --learning-rate "$LR" >/dev/null 2>&1 || { echo "lr train failed"; exit 1; }
 check 1 "early-step (first 10) loss rel diff" -- "$B" compare "$F" "$T/lr" --format-a hf
+
+# More HF Trainer runs of the same model and data (fixtures README.md): other flags, each checked the same way
+# (frozen inputs, ACCEPTED, every step's loss, grad norm and lr).
+#   hf_trainer_padded:   --data-mode padded (EOS 33: one document per row, labels -100 on the padding), batch
+#                        2 x accumulation 2, so the micro-batches of a step have different numbers of targets and
+#                        the loss must be weighted by them (HF: num_items_in_batch); warm-up 3 + linear, wd 0.1.
+#   hf_trainer_windowed: HF logging_steps 3 (its loss is the mean over the steps since its previous log; compare
+#                        averages portatrain's per-step losses over the same steps); batch 1 x accumulation 4,
+#                        warm-up 4 + constant_with_warmup, betas 0.8/0.95, epsilon 1e-6, no clipping
+#                        (--max-grad-norm 0), wd 0.01.
+extra() {
+    local name=$1 X="$S/tests/fixtures/compare/$1"
+    python3 - "$X/hf_run.json" "$T/m/config.json" "$T/m/model.safetensors" "$DATA" <<'PY' || { echo "FAIL: $name: frozen inputs differ from the HF run's"; fail=1; return; }
+import hashlib, json, sys
+rec = json.load(open(sys.argv[1]))["sha256"]
+for key, path in zip(("config.json", "model.safetensors", "data"), sys.argv[2:]):
+    if hashlib.sha256(open(path, "rb").read()).hexdigest() != rec[key]:
+        sys.exit(1)
+PY
+    local flags
+    flags=$(python3 - "$X/hf_run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+keys = ["seq_len", "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate",
+        "warmup_steps", "lr_scheduler_type", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+        "max_grad_norm", "seed", "data_mode"]
+print(" ".join(f"--{k.replace('_', '-')} {r[k]!r}".replace("'", "") for k in keys))
+PY
+) || { fail=1; return; }
+    local data=$DATA
+    if grep -q '"data_mode": "padded"' "$X/hf_run.json"; then
+        # a one-shard data set over the same bytes, whose dataset.json gives padded mode its EOS id
+        data="$T/ds_$name"
+        mkdir -p "$data" && cp "$DATA" "$data/shard-00000.bin"
+        python3 - "$X/hf_run.json" "$data" <<'PY' || { fail=1; return; }
+import hashlib, json, sys
+r, d = json.load(open(sys.argv[1])), sys.argv[2]
+body = open(d + "/shard-00000.bin", "rb").read()[1024:]
+json.dump({"format": "portatrain-dataset", "version": 1, "tokenizer_sha256": "", "vocab_size": 128,
+           "eos_id": r["eos_id"], "num_tokens": r["num_tokens"],
+           "shards": [{"file": "shard-00000.bin", "num_tokens": r["num_tokens"],
+                       "sha256": hashlib.sha256(body).hexdigest()}]}, open(d + "/dataset.json", "w"))
+PY
+    fi
+    echo "$name flags: $flags"
+    "$B" train --backend cpu-ref --model "$T/m" --data "$data" --output-dir "$T/x_$name" $flags --quiet \
+        >"$T/x_$name.log" 2>&1 || { echo "FAIL: $name: train failed"; cat "$T/x_$name.log"; fail=1; return; }
+    check 0 "verdict: ACCEPTED" -- "$B" compare "$X" "$T/x_$name" --format-a hf --json "$T/x_$name.json"
+    cat "$T/out"
+    python3 - "$X/trainer_state.json" "$T/x_$name/metrics.jsonl" "$T/x_$name.json" "$name" <<'PY' || { echo "FAIL: $name: differs from HF"; fail=1; }
+import json, sys
+hf = [e for e in json.load(open(sys.argv[1]))["log_history"] if "loss" in e]
+pt = {j["step"]: j for j in map(json.loads, open(sys.argv[2]))}
+r = json.load(open(sys.argv[3]))
+rel = lambda a, b: abs(a - b) / max(abs(b), 1e-12)
+gn = max(rel(pt[e["step"]]["grad_norm"], e["grad_norm"]) for e in hf)
+lr = max(rel(pt[e["step"]]["lr"], e["learning_rate"]) if e["learning_rate"] else pt[e["step"]]["lr"] for e in hf)
+ps = r["per_step"]
+print(f"measured ({sys.argv[4]}): steps {ps['n']}, loss max rel {ps['max_rel_diff']:.3g} (windowed {ps['windowed_a']}),"
+      f" step-1 loss {r['step0']['loss_rel_diff']:.3g}, grad norm max rel {gn:.3g}, lr max rel {lr:.3g}")
+ok = (ps["n"] == len(hf) and r["step0"]["loss_rel_diff"] < 1e-6 and ps["max_rel_diff"] < 1e-5 and gn < 1e-4
+      and lr <= 1e-12)
+sys.exit(0 if ok else 1)
+PY
+}
+extra hf_trainer_padded
+extra hf_trainer_windowed
 exit $fail

@@ -15,8 +15,10 @@ Run (needs torch, transformers, accelerate; nothing in the build or the tests ne
         --max-grad-norm 1.0 --seed 42
 
 The flags carry portatrain train's names and meanings (docs: README.md, "Commands"); pass the same
-values to `portatrain train`. Only portatrain's default data mode is reproduced: packed, unshuffled,
-one bare v1 token shard (docs/DATA.md).
+values to `portatrain train`. Data: one v1 token shard (docs/DATA.md), unshuffled, in portatrain's
+packed mode (default) or padded mode (`--data-mode padded --eos-id E`; portatrain takes E from a
+dataset.json over the same shard, default buckets, long documents split). `--logging-steps N` is HF's:
+its logged loss is then the mean over the N steps since its previous log (portatrain compare accounts for it).
 
 How the batches match portatrain's loader (src/data/loader.{h,c}, packed mode, no --shuffle):
   - the shard's N tokens are cut into R = (N-1) // T windows of T+1 tokens with stride T;
@@ -93,6 +95,14 @@ def main():
                     help="TrainingArguments.optim (default: the Trainer's own default, adamw_torch_fused "
                          "with torch >= 2.8)")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    ap.add_argument("--data-mode", default="packed", choices=["packed", "padded"],
+                    help="portatrain's --data-mode (unshuffled either way; padded: default buckets, long "
+                         "documents split)")
+    ap.add_argument("--eos-id", type=int, default=None,
+                    help="padded mode: the end-of-document id (portatrain takes it from dataset.json's eos_id)")
+    ap.add_argument("--logging-steps", type=int, default=1,
+                    help="TrainingArguments.logging_steps: HF logs the loss averaged over the steps since its "
+                         "last log (portatrain's metrics.jsonl has every step)")
     args = ap.parse_args()
 
     import numpy as np
@@ -107,8 +117,55 @@ def main():
     B = batch * accum
     tokens = read_shard(args.data)
     R = (len(tokens) - 1) // T
-    if R == 0:
+    if R == 0 and args.data_mode == "packed":
         sys.exit(f"{args.data}: {len(tokens)} tokens are too few for one window of {T + 1}")
+
+    if args.data_mode == "padded":
+        # portatrain's padded loader (src/data/loader.c, docs/DATA.md), unshuffled, no group_by_bucket:
+        # documents end at (and include) each EOS; tokens after the last EOS form a final document; a
+        # document of n tokens gives n-1 inputs d[0:n-1], labels d[1:n], split into pieces of at most the
+        # largest bucket (T); single-token documents give no row. Row g is piece g mod R. A step's row
+        # length is the smallest default bucket (T/8, T/4, T/2, T) that holds its longest row; rows are
+        # padded at the end with inputs EOS and labels -100.
+        if args.eos_id is None:
+            sys.exit("--data-mode padded needs --eos-id")
+        eos = args.eos_id
+        buckets = []
+        for d in (8, 4, 2, 1):
+            if T // d >= 1 and (not buckets or T // d > buckets[-1]):
+                buckets.append(T // d)
+        pieces, start = [], 0
+        ends = [i + 1 for i, t in enumerate(tokens.tolist()) if t == eos]
+        if not ends or ends[-1] < len(tokens):
+            ends.append(len(tokens))
+        for end in ends:
+            m = end - start - 1
+            off = 0
+            while off < m:
+                pieces.append((start + off, min(m - off, buckets[-1])))
+                off += buckets[-1]
+            start = end
+        R = len(pieces)
+        if R == 0:
+            sys.exit(f"{args.data}: no document of 2 or more tokens")
+
+        class Rows(IterableDataset):
+            def __iter__(self):
+                for s in range(args.max_steps):
+                    rows = [pieces[(s * B + j) % R] for j in range(B)]
+                    L = next(b for b in buckets if b >= max(n for _, n in rows))
+                    for p, n in rows:
+                        ids = np.full(L, eos, dtype=np.int64)
+                        lab = np.full(L, -100, dtype=np.int64)
+                        ids[:n] = tokens[p:p + n]
+                        lab[:n] = tokens[p + 1:p + n + 1]
+                        ids = torch.from_numpy(ids)
+                        yield {"input_ids": ids, "labels": ids.clone(), "shift_labels": torch.from_numpy(lab)}
+
+            def __len__(self):
+                return args.max_steps * B
+
+        dataset = Rows()
 
     class Windows(IterableDataset):
         """Rows 0 .. max_steps*B-1 in order; row g is window g mod R (portatrain's unshuffled packing)."""
@@ -123,6 +180,9 @@ def main():
         def __len__(self):
             return args.max_steps * B
 
+    if args.data_mode == "packed":
+        dataset = Windows()
+
     def collate(rows):
         return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
 
@@ -135,10 +195,10 @@ def main():
         lr_scheduler_type=args.lr_scheduler_type, weight_decay=args.weight_decay,
         adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
         max_grad_norm=args.max_grad_norm, seed=args.seed, data_seed=args.seed,
-        logging_steps=1, logging_first_step=True, save_strategy="no", eval_strategy="no",
+        logging_steps=args.logging_steps, logging_first_step=True, save_strategy="no", eval_strategy="no",
         report_to="none", use_cpu=True, dataloader_num_workers=0, remove_unused_columns=False,
         disable_tqdm=True, **extra)
-    trainer = Trainer(model=model, args=targs, train_dataset=Windows(), data_collator=collate)
+    trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=collate)
     trainer.train()
     os.makedirs(args.output_dir, exist_ok=True)
     trainer.state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
@@ -152,7 +212,8 @@ def main():
         "optimizer": f"{type(opt).__module__}.{type(opt).__name__}"
                      f"(fused={opt.defaults.get('fused')}, foreach={opt.defaults.get('foreach')})",
         "decay_parameters": sorted(trainer.get_decay_parameter_names(model)),
-        "num_windows": R, "num_tokens": int(len(tokens)),
+        "num_windows": R,  # padded mode: the number of pieces (rows)
+        "num_tokens": int(len(tokens)),
         # the frozen inputs, so a later portatrain run can check it trains on the same bytes
         "sha256": {name: sha256_file(path) for name, path in (
             ("config.json", os.path.join(args.model, "config.json")),

@@ -116,6 +116,11 @@ int cmd_compare(int argc, char **argv) {
         printf("steps compared: %d (missing %d), per-step loss rel diff max %.3g median %.3g\n",
                cJSON_GetObjectItem(ps, "n")->valueint, cJSON_GetObjectItem(ps, "missing")->valueint,
                cJSON_GetObjectItem(ps, "max_rel_diff")->valuedouble, cJSON_GetObjectItem(ps, "median_rel_diff")->valuedouble);
+    if (cJSON_GetObjectItem(ps, "windowed_a") &&
+        cJSON_GetObjectItem(ps, "windowed_a")->valueint + cJSON_GetObjectItem(ps, "windowed_b")->valueint > 0)
+        printf("  windowed losses: %d of A's and %d of B's logged steps are means over the steps since the log's "
+               "previous line (HF logging_steps); the other run's per-step losses were averaged over the same steps\n",
+               cJSON_GetObjectItem(ps, "windowed_a")->valueint, cJSON_GetObjectItem(ps, "windowed_b")->valueint);
     if (json_out) {
         char *s = cJSON_Print(res);
         FILE *f = fopen(json_out, "wb");

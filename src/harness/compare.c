@@ -307,6 +307,36 @@ static int gap_steps(const pt_runlog *X, const long *xs, int xn, const long *ys,
     return n > 0;
 }
 
+// A log whose loss at step S is a mean over a window of steps (HF Trainer with
+// logging_steps > 1: the steps since its previous log) is compared with the mean
+// of the other log's per-step losses over the same steps, when that log has
+// every one of them, each its own step's loss and finite; otherwise the point
+// is left as it is. Y's loss at S is replaced (Y's other points are unchanged).
+// Returns the number of points of X so matched.
+static int match_windows(const pt_runlog *X, pt_runlog *Y) {
+    int matched = 0, iy = 0;
+    for (int i = 0; i < X->n; i++) {
+        const pt_runpoint *x = &X->pts[i];
+        if (x->window <= 1 || x->nonfinite) continue;
+        while (iy < Y->n && Y->pts[iy].step < x->step) iy++;
+        if (iy >= Y->n || Y->pts[iy].step != x->step || Y->pts[iy].window > 1 || iy + 1 < x->window) continue;
+        // Y is sorted by step with distinct steps: the window is Y's points iy-w+1 .. iy when they are consecutive.
+        const int lo = iy - x->window + 1;
+        if (Y->pts[lo].step != x->step - x->window + 1) continue;
+        double sum = 0;
+        bool ok = true;
+        for (int k = lo; k <= iy && ok; k++) {
+            ok = Y->pts[k].window <= 1 && !Y->pts[k].nonfinite;
+            sum += Y->pts[k].loss;
+        }
+        if (!ok) continue;
+        Y->pts[iy].loss = sum / x->window;
+        Y->pts[iy].window = x->window;
+        matched++;
+    }
+    return matched;
+}
+
 int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts *o, cJSON **out) {
     pt_compare_opts d = {0};
     if (!o) o = &d;
@@ -317,6 +347,7 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
     pt_runlog A = {0}, B = {0};
     if (pt_runlog_load(run_a, o->format_a, &A)) { pt_runlog_free(&A); return 2; }  // frees a partial load
     if (pt_runlog_load(run_b, o->format_b, &B)) { pt_runlog_free(&A); pt_runlog_free(&B); return 2; }
+    const int windowed_a = match_windows(&A, &B), windowed_b = match_windows(&B, &A);
     int exact = !strcmp(prof, "exact");
     cJSON *res = cJSON_CreateObject(), *reasons = cJSON_CreateArray();
     cJSON *pj = cJSON_CreateObject();
@@ -417,6 +448,10 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
         free(srt);
         cJSON_AddNumberToObject(ps, "n", n);
         cJSON_AddNumberToObject(ps, "missing", missing);
+        // steps where one log's loss is a mean over several steps (HF logging_steps) and the other's per-step
+        // losses were averaged over the same steps to compare them
+        cJSON_AddNumberToObject(ps, "windowed_a", windowed_a);
+        cJSON_AddNumberToObject(ps, "windowed_b", windowed_b);
         cJSON_AddNumberToObject(ps, "max_rel_diff", mx);
         cJSON_AddNumberToObject(ps, "median_rel_diff", med);
         if (first >= 0) cJSON_AddNumberToObject(ps, "first_exceed_step", (double)first);

@@ -76,7 +76,7 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         double st = num_or_nan(o, "step_time_s");
         if (isnan(st)) st = num_or_nan(o, "step_time");
         pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(o, "grad_norm"),
-                         num_or_nan(o, "tokens"), st, false};
+                         num_or_nan(o, "tokens"), st, false, 1};
         p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);  // 1e999 parses as inf
         push(r, &cap, p);
         cJSON_Delete(o);
@@ -87,6 +87,10 @@ static int load_jsonl(const char *path, pt_runlog *r) {
 
 // Hugging Face Trainer: trainer_state.json "log_history"; training entries have
 // "loss" (eval entries "eval_loss", the summary "train_loss"), which are skipped.
+// HF's "loss" at step S is the mean of the step losses since its previous loss
+// entry (Trainer._maybe_log_save_evaluate: tr_loss / (global_step -
+// _globalstep_last_logged)), so each point records that window; "grad_norm" and
+// "learning_rate" are step S's own.
 static int load_hf(const char *path, pt_runlog *r) {
     cJSON *root = pt_json_parse_file(path);
     if (!root) return -1;
@@ -96,6 +100,7 @@ static int load_hf(const char *path, pt_runlog *r) {
         cJSON_Delete(root); return -1;
     }
     int cap = 0, i = 0;
+    long prev = 0;  // the step of the previous loss entry (0: none yet)
     const cJSON *e;
     cJSON_ArrayForEach(e, h) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(e, "step");
@@ -109,8 +114,10 @@ static int load_hf(const char *path, pt_runlog *r) {
             cJSON_Delete(root); return -1;
         }
         if (lo) {
-            pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false};
+            pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false, 1};
             p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);
+            if (p.step - prev > 1) p.window = (int)PT_MIN(p.step - prev, 1L << 30);
+            prev = p.step;
             push(r, &cap, p);
         }
         i++;
@@ -174,7 +181,7 @@ static int load_torchtitan(const char *path, pt_runlog *r) {
         const bool has_g = field(l, "grad_norm:", &g);
         if (!has_g) g = NAN;
         if (!field(l, "tps:", &tps)) tps = NAN;
-        pt_runpoint p = {(long)s, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g))};
+        pt_runpoint p = {(long)s, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g)), 1};
         push(r, &cap, p);
     }
     free(text);
@@ -239,7 +246,7 @@ static int load_csv(const char *path, pt_runlog *r) {
         }
         // An empty grad_norm cell is "not logged"; "nan"/"inf" written there is a non-finite value.
         bool gn_bad = col[2] >= 0 && *cells[col[2]] && !isfinite(v[2]);
-        pt_runpoint p = {(long)v[0], v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad};
+        pt_runpoint p = {(long)v[0], v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad, 1};
         push(r, &cap, p);
     }
     free(text);

@@ -11,6 +11,8 @@ typedef struct {
     double tokens;     // NAN when absent
     double step_time;  // seconds; NAN when absent
     bool nonfinite;    // the loss, or a grad_norm the log has, is NaN or inf (grad_norm NAN alone = not logged)
+    int window;        // the loss is the mean over steps step-window+1 .. step (HF logging_steps > 1); 0 or 1:
+                       // this step's own loss. grad_norm is always this step's.
 } pt_runpoint;
 
 typedef struct {
