@@ -196,6 +196,18 @@ yes_ 'cmp -s "$T/wr4/model.safetensors" "$T/wr3/model.safetensors"' "  a --warmu
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/wr1" "$T/wr3" --profile exact
 check 2 "warmup-ratio must be in \[0, 1\]" -- ep "$T/wr5" --max-steps 2 --warmup-ratio 1.5
 
+# the progress line's loss at --logging-steps 3 is the mean of the steps since the previous line (HF's logged
+# loss); metrics.jsonl keeps every step's
+"$B" train --model "$G" --data "$G/data.bin" --output-dir "$T/lg" --max-steps 6 --seq-len 16 --per-device-train-batch-size 2 \
+    --logging-steps 3 2>"$T/lg.err" >/dev/null
+python3 - "$T/lg/metrics.jsonl" "$T/lg.err" <<'PY' && echo "ok: progress line loss = mean since the previous line" || { echo "FAIL: progress line loss"; fail=1; }
+import json, re, sys
+r = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+shown = {int(m.group(1)): m.group(2) for m in re.finditer(r"step (\d+)/6  loss (\S+)", open(sys.argv[2]).read())}
+want = {1: r[0], 3: sum(r[1:3]) / 2, 6: sum(r[3:6]) / 3}
+sys.exit(0 if shown == {k: "%.4f" % v for k, v in want.items()} and "%.4f" % r[5] != shown[6] else 1)
+PY
+
 # 13. more HF TrainingArguments: --save-strategy no|steps|epoch, --optim (AdamW names), --report-to none
 ok0 ep "$T/ss1" --num-train-epochs 1.5 --save-strategy epoch --optim adamw_torch_fused --report_to none
 yes_ '[ -d "$T/ss1/checkpoint-20" ] && [ "$(ls -d "$T/ss1"/checkpoint-* | wc -l)" = 1 ]' \

@@ -720,7 +720,8 @@ setup_done:
     long rolled[64], rb_first = -1, rb_from = 0;
     double rb_time = 0;
     // --save-steps auto: the probe save, then Daly's interval (re-estimated per save)
-    long auto_next = start_step + PT_SAVE_AUTO_PROBE, step_time_n = 0;
+    long auto_next = start_step + PT_SAVE_AUTO_PROBE, step_time_n = 0, log_loss_n = 0;
+    double log_loss_sum = 0;  // the progress line's loss: the mean since the previous line
     double step_time_sum = 0;
     for (long step = start_step; step < a->max_steps; step++) {
         heartbeat(a->output_dir, rank, step + 1, "compute");
@@ -950,6 +951,8 @@ setup_done:
             if (isnan(loss_first)) loss_first = loss;
             loss_last = loss;
             if (loss < loss_min) loss_min = loss;
+            log_loss_sum += loss;
+            log_loss_n++;
         }
         const double elapsed = pt_now_s() - t_start;
         const double eta = elapsed / (step + 1 - start_step) * (a->max_steps - step - 1);
@@ -958,8 +961,12 @@ setup_done:
         bool log_line = !quiet && (a->logging_steps > 0 && ((step + 1) % a->logging_steps == 0 ||
                                                             step + 1 == a->max_steps || step == start_step));
         if (log_line) {
+            // as HF logs it: the mean loss of the steps since the previous line (metrics.jsonl has each step's)
             fprintf(stderr, "%sstep %ld/%ld  loss %.4f  grad_norm %.3f  lr %.3e  %.0f tok/s  ETA %s\n",
-                    tty ? "\r\033[K" : "", step + 1, a->max_steps, loss, gnorm, lr, tokens / dt, etab);
+                    tty ? "\r\033[K" : "", step + 1, a->max_steps, log_loss_n ? log_loss_sum / log_loss_n : loss,
+                    gnorm, lr, tokens / dt, etab);
+            log_loss_sum = 0;
+            log_loss_n = 0;
         } else if (tty) {
             fprintf(stderr, "\r\033[Kstep %ld/%ld  loss %.4f  %.0f tok/s  ETA %s", step + 1, a->max_steps, loss,
                     tokens / dt, etab);
