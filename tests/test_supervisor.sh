@@ -45,7 +45,22 @@ check '[ $rc -ne 0 ]' "exhausted retries exited 0"
 check 'grep -q "max-restarts" "$tmp/bound.err"' "no clear message after exhausting retries"
 check 'grep -q "\"completed\":[[:space:]]*false" "$tmp/bound/recovery.json"' "recovery.json does not say incomplete"
 
-# 4. a supervisor killed outright (SIGKILL: no handler runs) takes its worker with it
+# 4. a restart's set-up before its first step gets --startup-timeout, not --hang-timeout: here a kill
+#    before the first checkpoint, so the restart runs with --overwrite-output-dir, whose first act is
+#    removing metrics.jsonl; a launcher wrapper does that too and then stands for a 2 s model load
+cat > "$tmp/slowload.sh" <<'EOF'
+#!/usr/bin/env bash
+case " $* " in *" --overwrite-output-dir "*) rm -f "$SLOW_OUT/metrics.jsonl"; sleep 2;; esac
+exec "$@"
+EOF
+chmod +x "$tmp/slowload.sh"
+SLOW_OUT="$tmp/slow" run "$tmp/slow" --supervise --launcher "$tmp/slowload.sh" --hang-timeout 1 --startup-timeout 30 \
+  --restart-backoff 0.01 --inject kill:step=1 2>"$tmp/slow.err"
+rc=$?
+check '[ $rc -eq 0 ] && cmp -s "$tmp/ref/model.safetensors" "$tmp/slow/model.safetensors"' "slow restart: failed ($rc) or weights differ: $(tail -2 "$tmp/slow.err")"
+check '! grep -q "\"fault\": \"hang\"" "$tmp/slow/events.jsonl" && [ "$(grep -c "\"event\": \"restart\"" "$tmp/slow/events.jsonl")" = 1 ]' "slow restart: its model load was taken for a hang (--hang-timeout instead of --startup-timeout)"
+
+# 5. a supervisor killed outright (SIGKILL: no handler runs) takes its worker with it
 ( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/killed" --max-steps 100000 --seq-len 16 \
     --per-device-train-batch-size 2 --quiet --supervise ) 2>/dev/null &
 spid=$!
@@ -56,7 +71,7 @@ sleep 1
 check '! pgrep -f "$tmp/killed" >/dev/null' "a worker outlived its killed supervisor"
 pkill -f "$tmp/killed" 2>/dev/null
 
-# 4. an MPI job (4 ranks, TP2 x FSDP2, under --launcher): rank 2 hangs after step 12; the heartbeats
+# 6. an MPI job (4 ranks, TP2 x FSDP2, under --launcher): rank 2 hangs after step 12; the heartbeats
 #    name it, the job is torn down within the timeout and recovers; rank 1 killed at 20; bit-identical
 if command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
@@ -84,7 +99,7 @@ else
   echo "SKIP: MPI part (mpirun not found)"
 fi
 
-# 5. no orphans: no portatrain process that works in this test's directory
+# 7. no orphans: no portatrain process that works in this test's directory
 check '! pgrep -f "$tmp" >/dev/null' "portatrain processes left behind"
 
 echo "$((checks - fails))/$checks checks passed"

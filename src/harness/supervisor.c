@@ -301,7 +301,10 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             const long s = last_step(o->output_dir);
             const double t = now_s();
             if (s != seen) {
-                if (!t_first_new) t_first_new = t;
+                // Only a step beyond the last one seen is the attempt's first step: a resumed worker
+                // first cuts metrics.jsonl back to its checkpoint, and --overwrite-output-dir removes it
+                // before the model load; until a step is logged the start-up timeout applies.
+                if (!t_first_new && s > seen) t_first_new = t;
                 seen = s;
                 t_seen = t;
                 if (pending && s >= pending_reach) {
