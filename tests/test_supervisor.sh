@@ -71,7 +71,17 @@ sleep 1
 check '! pgrep -f "$tmp/killed" >/dev/null' "a worker outlived its killed supervisor"
 pkill -f "$tmp/killed" 2>/dev/null
 
-# 6. an MPI job (4 ranks, TP2 x FSDP2, under --launcher): rank 2 hangs after step 12; the heartbeats
+# 6. SIGTERM to the supervisor (a scheduler's stop; Ctrl-C is SIGINT, handled alike): it stops the
+#    worker before it exits, logs it, and dies of the signal (exit 143)
+( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/term" --max-steps 100000 --seq-len 16 \
+    --per-device-train-batch-size 2 --quiet --supervise ) 2>"$tmp/term.err" &
+spid=$!
+for _ in $(seq 1 300); do [ -s "$tmp/term/metrics.jsonl" ] && break; sleep 0.1; done
+kill -TERM "$spid"; wait "$spid"; rc=$?
+check '[ $rc -eq 143 ] && ! pgrep -f "$tmp/term" >/dev/null' "SIGTERM: exit $rc (not 143) or a worker left running"
+check 'grep -q "\"event\": \"stopped\", .*\"signal\": 15" "$tmp/term/events.jsonl" && grep -q "\"stopped_by_signal\":15" "$tmp/term/recovery.json"' "SIGTERM: no stopped event or recovery.json: $(cat "$tmp/term/events.jsonl")"
+
+# 7. an MPI job (4 ranks, TP2 x FSDP2, under --launcher): rank 2 hangs after step 12; the heartbeats
 #    name it, the job is torn down within the timeout and recovers; rank 1 killed at 20; bit-identical
 if command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
@@ -95,11 +105,20 @@ assert h[\"fault\"] == \"hang\" and h[\"heartbeat_laggard_rank\"] == 2 and h[\"r
 assert k[\"rank\"] == 1 and k[\"recovered\"] and h[\"recovered\"] and all(x[\"orphans\"] == 0 for x in (h, k)), r
 " "$tmp/mhang/recovery.json"' "MPI hang: not detected within the timeout, blamed on another rank, or not recovered: $(cat "$tmp/mhang/recovery.json")"
   check '[ -f "$tmp/mhang/heartbeats/rank-00003.json" ] && grep -q "\"phase\": \"done\"" "$tmp/mhang/heartbeats/rank-00003.json"' "no heartbeat file for rank 3"
+  # SIGTERM to a supervisor of an MPI job: no rank may outlive it (mpirun alone takes about a second to end
+  # its ranks, which meanwhile go on training into the output dir)
+  ( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/mterm" --max-steps 100000 --seq-len 16 \
+      --per-device-train-batch-size 1 --quiet --supervise --launcher "mpirun -np 2 --oversubscribe" ) 2>"$tmp/mterm.err" &
+  spid=$!
+  for _ in $(seq 1 300); do [ -s "$tmp/mterm/metrics.jsonl" ] && break; sleep 0.1; done
+  kill -TERM "$spid"; wait "$spid"; rc=$?
+  check '[ $rc -eq 143 ] && ! pgrep -f "$tmp/mterm" >/dev/null' "MPI SIGTERM: exit $rc (not 143) or ranks outlived the supervisor"
+  pkill -KILL -f "$tmp/mterm" 2>/dev/null
 else
   echo "SKIP: MPI part (mpirun not found)"
 fi
 
-# 7. no orphans: no portatrain process that works in this test's directory
+# 8. no orphans: no portatrain process that works in this test's directory
 check '! pgrep -f "$tmp" >/dev/null' "portatrain processes left behind"
 
 echo "$((checks - fails))/$checks checks passed"

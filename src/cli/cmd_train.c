@@ -8,6 +8,7 @@
 #include "util/fileio.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -161,6 +162,12 @@ static int supervise(int argc, char **argv) {
         return 2;
     }
     cli_fail();
+    if (rc > PT_SUPERVISE_SIGNALED) {  // die of the same signal, so a shell or scheduler sees 128 + N
+        const int sig = rc - PT_SUPERVISE_SIGNALED;
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return rc;
+    }
     return rc == PT_SUPERVISE_NONFINITE ? 3 : 1;
 }
 

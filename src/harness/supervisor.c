@@ -224,12 +224,35 @@ static int teardown(pid_t pgid) {
     return kill(-pgid, 0) == 0 ? 1 : 0;  // orphans left in the group
 }
 
+// SIGTERM, SIGINT (Ctrl-C) or SIGHUP to the supervisor: it stops the worker
+// group itself (an MPI launcher's ranks included) before it exits. Dying at
+// once would leave that to the worker's parent-death signal, and an mpirun
+// job goes on training and writing the output dir for a while after it.
+static volatile sig_atomic_t g_stop_signal;
+static void on_stop_signal(int sig) {
+    if (!g_stop_signal) g_stop_signal = sig;
+}
+
+static void catch_stop_signals(void) {
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old, sa;
+        // A signal ignored at start stays ignored (nohup, a background job's SIGINT).
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;  // no SA_RESTART: the poll's and the back-off's sleeps end early
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
     FILE *ev = fopen(path, "w");
     if (!ev) { pt_set_error("%s: %s", path, strerror(errno)); return -1; }
     prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (reap_strays)
+    catch_stop_signals();
     // The worker command: [launcher words...] portatrain train ARGS
     char exe[4096];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -252,6 +275,14 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     double pending_t_fault = 0;
     cJSON *recs = cJSON_CreateArray();
     for (;;) {
+        if (g_stop_signal) {  // during a restart's back-off: no worker is running
+            fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
+                    now_s(), attempts, (int)g_stop_signal, last_step(o->output_dir));
+            fflush(ev);
+            pt_set_error("stopped by signal %d during the back-off before attempt %d", (int)g_stop_signal, attempts + 1);
+            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
+            break;
+        }
         attempts++;
         int n = wargc;
         // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch,
@@ -292,7 +323,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         // Poll exit status and step progress; a worker without progress for
         // hang_timeout seconds is declared hung.
         int st = 0;
-        bool hung = false;
+        bool hung = false, stopped = false;
         long seen = last_step(o->output_dir);
         double t_seen = now_s(), t_first_new = 0;
         for (;;) {
@@ -320,6 +351,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
                 }
             }
             if (exited) break;
+            if (g_stop_signal) { stopped = true; break; }
             // Until its first step an attempt is loading and restoring: that gets
             // the start-up timeout, steps after it the (shorter) hang timeout.
             const double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
@@ -332,6 +364,17 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         int orphans = teardown(pid);
         orphans += reap_strays();
         const double t_down = now_s();
+        if (stopped) {
+            fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
+                    t_det, attempts, (int)g_stop_signal, seen);
+            fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
+                    t_down, t_down - t_det, orphans);
+            fflush(ev);
+            pt_set_error("stopped by signal %d after step %ld; the worker was stopped (resume with "
+                         "--resume-from-checkpoint latest)", (int)g_stop_signal, seen);
+            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
+            break;
+        }
         if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) { rc = 0; break; }
         const bool killed = !hung && WIFSIGNALED(st);
         const bool nonfinite = !hung && WIFEXITED(st) && WEXITSTATUS(st) == 3;
@@ -404,6 +447,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         cJSON_AddNumberToObject(r, "orphans", orphans);
         fprintf(ev, "{\"event\": \"restore\", \"time\": %.6f, \"checkpoint_step\": %ld, \"steps_recomputed\": %ld}\n",
                 now_s(), restored, seen - restored);
+        fflush(ev);  // before the back-off: a supervisor killed during it keeps the line
         pending = true;  // closed at the first step >= the one reached before the fault
         pending_reach = seen;
         pending_t_fault = t_seen;
@@ -415,6 +459,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     cJSON_AddNumberToObject(sum, "attempts", attempts);
     cJSON_AddNumberToObject(sum, "restarts", restarts);
     cJSON_AddBoolToObject(sum, "completed", rc == 0);
+    if (rc > PT_SUPERVISE_SIGNALED) cJSON_AddNumberToObject(sum, "stopped_by_signal", rc - PT_SUPERVISE_SIGNALED);
     cJSON_AddNumberToObject(sum, "wall_s", wall);
     const double prod = productive_s(o->output_dir, o->max_steps > 0 ? o->max_steps : worker_max_steps(o->output_dir));
     cJSON_AddNumberToObject(sum, "productive_s", prod);
