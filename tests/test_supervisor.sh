@@ -45,6 +45,14 @@ check '[ $rc -ne 0 ]' "exhausted retries exited 0"
 check 'grep -q "max-restarts" "$tmp/bound.err"' "no clear message after exhausting retries"
 check 'grep -q "\"completed\":[[:space:]]*false" "$tmp/bound/recovery.json"' "recovery.json does not say incomplete"
 
+# a kill after the last step (before the final model write): the restart from checkpoint-30 ends the run
+# without a new step and still counts as recovered, with its times; a restart that fails again before it
+# gets back to its fault point (here a worker that cannot start) is recorded as not recovered
+run "$tmp/last" --supervise --restart-backoff 0.01 --inject kill:step=30 2>/dev/null
+check 'python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"recoveries\"][0]; sys.exit(0 if r[\"recovered\"] and r[\"total_s\"] > 0 else 1)" "$tmp/last/recovery.json" && grep -q "\"event\": \"recovered\"" "$tmp/last/events.jsonl"' "kill after the last step: recovery not closed: $(cat "$tmp/last/recovery.json")"
+run "$tmp/loop" --supervise --restart-backoff 0.01 --max-restarts 1 --launcher false 2>/dev/null
+check 'python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"recoveries\"]; sys.exit(0 if len(r) == 1 and r[0][\"recovered\"] is False else 1)" "$tmp/loop/recovery.json"' "gave up: the last recovery not marked recovered false: $(cat "$tmp/loop/recovery.json")"
+
 # 4. a restart's set-up before its first step gets --startup-timeout, not --hang-timeout: here a kill
 #    before the first checkpoint, so the restart runs with --overwrite-output-dir, whose first act is
 #    removing metrics.jsonl; a launcher wrapper does that too and then stands for a 2 s model load

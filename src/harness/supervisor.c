@@ -375,7 +375,22 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
             break;
         }
-        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) { rc = 0; break; }
+        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            // A restart that finished without a new step (its checkpoint was already at the fault
+            // point: a kill or hang after the last step, before the final model write) recovered too.
+            if (pending) {
+                cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
+                cJSON_AddNumberToObject(r, "restore_s", t_det - t_start);
+                cJSON_AddNumberToObject(r, "replay_s", 0);
+                cJSON_AddNumberToObject(r, "total_s", t_det - pending_t_fault);
+                cJSON_AddBoolToObject(r, "recovered", true);
+                fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
+                        t_det, seen, t_det - pending_t_fault);
+                pending = false;
+            }
+            rc = 0;
+            break;
+        }
         const bool killed = !hung && WIFSIGNALED(st);
         const bool nonfinite = !hung && WIFEXITED(st) && WEXITSTATUS(st) == 3;
         // The armed faults the worker reached fired (a fault of step S fires at
@@ -454,6 +469,8 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         cJSON_AddItemToArray(recs, r);
         usleep((useconds_t)(backoff * 1e6));
     }
+    if (pending)  // the last restart failed before it got back to its fault point (given up, stopped)
+        cJSON_AddBoolToObject(cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1), "recovered", false);
     const double wall = now_s() - t0;
     cJSON *sum = cJSON_CreateObject();
     cJSON_AddNumberToObject(sum, "attempts", attempts);
