@@ -68,6 +68,14 @@ rc=$?
 check '[ $rc -eq 0 ] && cmp -s "$tmp/ref/model.safetensors" "$tmp/slow/model.safetensors"' "slow restart: failed ($rc) or weights differ: $(tail -2 "$tmp/slow.err")"
 check '! grep -q "\"fault\": \"hang\"" "$tmp/slow/events.jsonl" && [ "$(grep -c "\"event\": \"restart\"" "$tmp/slow/events.jsonl")" = 1 ]' "slow restart: its model load was taken for a hang (--hang-timeout instead of --startup-timeout)"
 
+# a checkpoint save slower than --hang-timeout (a large model, slow storage; PT_FAULT_SLOW_SAVE_S delays
+# it) is not a hang: the heartbeat says "save", which gets --startup-timeout
+PT_FAULT_SLOW_SAVE_S=1.5 "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/slowsave" --max-steps 12 \
+  --seq-len 16 --per-device-train-batch-size 2 --save-steps 10 --quiet --supervise --hang-timeout 1 --startup-timeout 30 \
+  --restart-backoff 0.01 2>"$tmp/slowsave.err"
+rc=$?
+check '[ $rc -eq 0 ] && ! grep -q "\"fault\": \"hang\"" "$tmp/slowsave/events.jsonl"' "slow save: taken for a hang ($rc): $(tail -1 "$tmp/slowsave.err")"
+
 # 5. a supervisor killed outright (SIGKILL: no handler runs) takes its worker with it
 ( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/killed" --max-steps 100000 --seq-len 16 \
     --per-device-train-batch-size 2 --quiet --supervise ) 2>/dev/null &

@@ -151,6 +151,23 @@ static int laggard_rank(const char *dir, int world, long *its_step) {
     return world > 1 && best < second ? who : world == 1 ? 0 : -1;
 }
 
+// Is a rank writing a checkpoint or the final model (heartbeat phase "save")?
+// A save is I/O that can take minutes on a large model or slow storage: it gets
+// the start-up timeout, not the hang timeout (no metrics line comes until it ends).
+static bool saving(const char *dir, int world) {
+    for (int r = 0; r < world; r++) {
+        char path[4096], buf[512] = {0};
+        snprintf(path, sizeof path, "%s/heartbeats/rank-%05d.json", dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        if (strstr(buf, "\"phase\": \"save\"")) return true;
+    }
+    return false;
+}
+
 static void clear_heartbeats(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/heartbeats", dir);
@@ -354,7 +371,9 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             if (g_stop_signal) { stopped = true; break; }
             // Until its first step an attempt is loading and restoring: that gets
             // the start-up timeout, steps after it the (shorter) hang timeout.
-            const double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
+            double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
+            if (limit > 0 && t_first_new && t - t_seen > limit && saving(o->output_dir, world))
+                limit = o->startup_timeout;  // a slow save, not a hang (read only once past the hang timeout)
             if (limit > 0 && t - (t_first_new ? t_seen : t_start) > limit) { hung = true; break; }
             usleep(20000);
         }
