@@ -61,6 +61,23 @@ static long latest_step(const char *dir) {
     return d ? atol(d + 1) : 0;
 }
 
+// The checkpoint step a resumed worker really restored: its first metrics line
+// carries "restore_time_s" (-1: none). `latest` can name a checkpoint that
+// fails verification, and the worker then falls back to an older one.
+static long resumed_step(const char *dir) {
+    char path[4096], line[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long step = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *q = strstr(line, "{\"step\": ");
+        if (q && strstr(line, ", \"restore_time_s\": ")) step = atol(q + 9) - 1;  // not rollback_restore_time_s
+    }
+    fclose(f);
+    return step;
+}
+
 // Productive time: each step's step_time_s counted once (the surviving line).
 // The step count the worker resolved (--num-train-epochs without --max-steps): its train_args.json.
 static long worker_max_steps(const char *dir) {
@@ -357,12 +374,18 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
                 t_seen = t;
                 if (pending && s >= pending_reach) {
                     cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
+                    const long back = resumed_step(o->output_dir);
+                    if (back >= 0 && back != (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble) {
+                        cJSON_ReplaceItemInObject(r, "restored_step", cJSON_CreateNumber((double)back));
+                        cJSON_ReplaceItemInObject(r, "steps_recomputed", cJSON_CreateNumber((double)(pending_reach - back)));
+                    }
                     cJSON_AddNumberToObject(r, "restore_s", t_first_new - t_start);
                     cJSON_AddNumberToObject(r, "replay_s", t - t_first_new);
                     cJSON_AddNumberToObject(r, "total_s", t - pending_t_fault);
                     cJSON_AddBoolToObject(r, "recovered", true);
-                    fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
-                            t, s, t - pending_t_fault);
+                    fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f, "
+                            "\"restored_step\": %ld}\n", t, s, t - pending_t_fault,
+                            (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble);
                     fflush(ev);
                     pending = false;
                 }
