@@ -23,6 +23,9 @@ check 'cmp -s "$tmp/ref/model.safetensors" "$tmp/sup/model.safetensors"' "superv
 check '[ "$(grep -c "\"event\": \"restart\"" "$tmp/sup/events.jsonl")" = 5 ]' "events.jsonl does not have 5 restarts"
 check 'grep -q "\"completed\":[[:space:]]*true" "$tmp/sup/recovery.json"' "recovery.json does not say completed"
 check 'grep -q "\"orphans\": 0" "$tmp/sup/events.jsonl" && ! grep -q "\"orphans\": [1-9]" "$tmp/sup/events.jsonl"' "orphans reported"
+# a supervised run continued with --resume-from-checkpoint (after a stop, a lost node) keeps its history
+run "$tmp/sup" --supervise --resume-from-checkpoint latest 2>/dev/null
+check '[ "$(grep -c "\"event\": \"restart\"" "$tmp/sup/events.jsonl")" = 5 ] && [ "$(grep -c "\"event\": \"start\"" "$tmp/sup/events.jsonl")" = 7 ]' "resumed supervisor: events.jsonl of the earlier session lost"
 
 # 2. kills inside a checkpoint save (the half-written one must be skipped) and a hang
 run "$tmp/save" --supervise --restart-backoff 0.01 --inject kill:step=4:phase=save,kill:step=12:phase=save,kill:step=13 2>"$tmp/save.err"

@@ -145,6 +145,7 @@ static int supervise(int argc, char **argv) {
     if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
     pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
     pt_fault_sort(so.faults, so.n_faults);
+    so.resume = resume;
     const int rc = pt_supervise(&so, n, w);
     free(w);
     if (rc == 0) return 0;

@@ -283,7 +283,7 @@ static void catch_stop_signals(void) {
 int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
-    FILE *ev = fopen(path, "w");
+    FILE *ev = fopen(path, o->resume ? "a" : "w");
     if (!ev) { pt_set_error("%s: %s", path, strerror(errno)); return -1; }
     prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (reap_strays)
     catch_stop_signals();

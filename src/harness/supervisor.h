@@ -20,6 +20,9 @@ typedef struct {
     // train ...; NULL: the worker is one process. world = its rank count.
     const char *launcher;
     int world;
+    // --resume-from-checkpoint given: a continued run appends to events.jsonl
+    // (its earlier supervisors' events are the same run's history)
+    bool resume;
 } pt_supervise_opts;
 
 // Parses --inject "kill:step=S[,hang:step=S,nan:step=S,...]" (train/faults.h).
