@@ -100,6 +100,14 @@ kill -TERM "$spid"; wait "$spid"; rc=$?
 check '[ $rc -eq 143 ] && ! pgrep -f "$tmp/term" >/dev/null' "SIGTERM: exit $rc (not 143) or a worker left running"
 check 'grep -q "\"event\": \"stopped\", .*\"signal\": 15" "$tmp/term/events.jsonl" && grep -q "\"stopped_by_signal\":15" "$tmp/term/recovery.json"' "SIGTERM: no stopped event or recovery.json: $(cat "$tmp/term/events.jsonl")"
 
+# ... and during a restart's back-off (no worker running): it stops at once, not after the back-off
+( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/termb" --max-steps 30 --seq-len 16 \
+    --per-device-train-batch-size 2 --save-steps 2 --quiet --supervise --restart-backoff 30 --inject kill:step=3 ) 2>/dev/null &
+spid=$!
+for _ in $(seq 1 300); do grep -q '"event": "restore"' "$tmp/termb/events.jsonl" 2>/dev/null && break; sleep 0.05; done
+t0=$SECONDS; kill -TERM "$spid"; wait "$spid"; rc=$?
+check '[ $rc -eq 143 ] && [ $((SECONDS - t0)) -lt 10 ] && grep -q "\"event\": \"stopped\"" "$tmp/termb/events.jsonl" && grep -q "\"recovered\":false" "$tmp/termb/recovery.json"' "SIGTERM in the back-off: exit $rc, $((SECONDS - t0)) s, $(tail -1 "$tmp/termb/events.jsonl")"
+
 # 7. an MPI job (4 ranks, TP2 x FSDP2, under --launcher): rank 2 hangs after step 12; the heartbeats
 #    name it, the job is torn down within the timeout and recovers; rank 1 killed at 20; bit-identical
 if command -v mpirun >/dev/null; then
