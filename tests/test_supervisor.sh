@@ -69,7 +69,8 @@ SLOW_OUT="$tmp/slow" run "$tmp/slow" --supervise --launcher "$tmp/slowload.sh" -
   --restart-backoff 0.01 --inject kill:step=1 2>"$tmp/slow.err"
 rc=$?
 check '[ $rc -eq 0 ] && cmp -s "$tmp/ref/model.safetensors" "$tmp/slow/model.safetensors"' "slow restart: failed ($rc) or weights differ: $(tail -2 "$tmp/slow.err")"
-check '! grep -q "\"fault\": \"hang\"" "$tmp/slow/events.jsonl" && [ "$(grep -c "\"event\": \"restart\"" "$tmp/slow/events.jsonl")" = 1 ]' "slow restart: its model load was taken for a hang (--hang-timeout instead of --startup-timeout)"
+# (a hang before the restart's first step, step 0; one later would be the loaded machine's, not this)
+check '! grep -q "\"fault\": \"hang\", \"step\": 0," "$tmp/slow/events.jsonl"' "slow restart: its model load was taken for a hang (--hang-timeout instead of --startup-timeout): $(grep detected "$tmp/slow/events.jsonl")"
 
 # a checkpoint save slower than --hang-timeout (a large model, slow storage; PT_FAULT_SLOW_SAVE_S delays
 # it) is not a hang: the heartbeat says "save", which gets --startup-timeout
@@ -77,7 +78,7 @@ PT_FAULT_SLOW_SAVE_S=1.5 "$PORTATRAIN" train --model "$G" --data "$G/data.bin" -
   --seq-len 16 --per-device-train-batch-size 2 --save-steps 10 --quiet --supervise --hang-timeout 1 --startup-timeout 30 \
   --restart-backoff 0.01 2>"$tmp/slowsave.err"
 rc=$?
-check '[ $rc -eq 0 ] && ! grep -q "\"fault\": \"hang\"" "$tmp/slowsave/events.jsonl"' "slow save: taken for a hang ($rc): $(tail -1 "$tmp/slowsave.err")"
+check '[ $rc -eq 0 ] && ! grep -q "\"fault\": \"hang\", \"step\": 9," "$tmp/slowsave/events.jsonl"' "slow save: taken for a hang ($rc): $(grep detected "$tmp/slowsave/events.jsonl")"
 
 # 5. a supervisor killed outright (SIGKILL: no handler runs) takes its worker with it
 ( exec "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/killed" --max-steps 100000 --seq-len 16 \
@@ -140,6 +141,10 @@ assert k[\"rank\"] == 1 and k[\"recovered\"] and h[\"recovered\"] and all(x[\"or
   for _ in $(seq 1 300); do [ -s "$tmp/mterm/metrics.jsonl" ] && break; sleep 0.1; done
   kill -TERM "$spid"; wait "$spid"; rc=$?
   check '[ $rc -eq 143 ] && ! pgrep -f "$tmp/mterm" >/dev/null' "MPI SIGTERM: exit $rc (not 143) or ranks outlived the supervisor"
+  check 'python3 -c "
+import json, sys; ev = [json.loads(l) for l in open(sys.argv[1] + \"/events.jsonl\")]; last = [json.loads(l) for l in open(sys.argv[1] + \"/metrics.jsonl\")][-1]
+assert ev[-2][\"event\"] == \"stopped\" and ev[-2][\"step\"] == last[\"step\"], (ev[-2], last[\"step\"])
+" "$tmp/mterm"' "MPI SIGTERM: the stopped event does not name the last logged step"
   pkill -KILL -f "$tmp/mterm" 2>/dev/null
 else
   echo "SKIP: MPI part (mpirun not found)"

@@ -407,6 +407,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         orphans += reap_strays();
         const double t_down = now_s();
         if (stopped) {
+            seen = last_step(o->output_dir);  // an MPI job's ranks may log steps until mpirun has ended them
             fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
                     t_det, attempts, (int)g_stop_signal, seen);
             fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
