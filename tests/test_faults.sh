@@ -74,6 +74,7 @@ check 'cmp -s "$tmp/corrupt/model.safetensors" "$tmp/ref/model.safetensors"' "co
 run "$tmp/corrupt-sup" --supervise --restart-backoff 0.01 --inject corrupt-checkpoint:step=10,kill:step=11 2>"$tmp/corrupt-sup.err"; rc=$?
 check '[ $rc -eq 0 ] && cmp -s "$tmp/corrupt-sup/model.safetensors" "$tmp/ref/model.safetensors"' "corrupt (supervised): failed or weights differ ($rc)"
 check 'grep -q "resuming from .*checkpoint-8" "$tmp/corrupt-sup.err"' "corrupt (supervised): no fallback to checkpoint-8"
+check 'python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[\"recoveries\"][0]; sys.exit(0 if r[\"restored_step\"] == 8 and r[\"steps_recomputed\"] == 3 else 1)" "$tmp/corrupt-sup/recovery.json" && grep -q "\"event\": \"recovered\".*\"restored_step\": 8" "$tmp/corrupt-sup/events.jsonl"' "corrupt (supervised): recovery.json does not name checkpoint-8 as restored: $(cat "$tmp/corrupt-sup/recovery.json")"
 
 # 6. enospc: the save of step 10 fails as on a full disk; checkpoint-8 stays intact and latest
 run "$tmp/enospc" --inject enospc:step=10 2>"$tmp/enospc.err"; rc=$?

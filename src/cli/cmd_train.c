@@ -8,6 +8,7 @@
 #include "util/fileio.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -76,11 +77,13 @@ static void help(void) {
            "  --tf32                             fp32 matmuls on TF32 tensor cores (cuda; other backends ignore\n"
            "                                     it): faster, ~1e-3 relative per product (docs/CUDA.md)\n"
            "  --supervise                        run as a supervised worker; restart after a failure\n"
+           "                                     (SIGINT/SIGTERM/SIGHUP stop the worker, then the supervisor)\n"
            "  --max-restarts N                   supervisor retries before giving up (3)\n"
            "  --restart-backoff S                first restart delay in seconds, doubled each retry (0.1)\n"
            "  --launcher \"mpirun -np N ...\"      supervise an MPI job: the worker is this command + portatrain train\n"
            "  --hang-timeout S                   no step progress for S seconds = hung worker (60)\n"
-           "  --startup-timeout S                an attempt's load + restore before its first step (600)\n"
+           "  --startup-timeout S                an attempt's load + restore before its first step, and each\n"
+           "                                     checkpoint or final-model save (600)\n"
            "  --inject SPEC[,SPEC...]            test-only faults, each fires once (docs/RECOVERY.md):\n"
            "                                     kill:step=S[:phase=save][:rank=R], hang:step=S[:rank=R], nan:step=S[:target=grad\n"
            "                                     |weights], corrupt-checkpoint:step=S, enospc:step=S; S may be\n"
@@ -155,6 +158,7 @@ static int supervise(int argc, char **argv) {
     if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
     pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
     pt_fault_sort(so.faults, so.n_faults);
+    so.resume = resume;
     const int rc = pt_supervise(&so, n, w);
     free(w);
     if (rc == 0) return 0;
@@ -172,6 +176,12 @@ static int supervise(int argc, char **argv) {
         return 2;
     }
     cli_fail();
+    if (rc > PT_SUPERVISE_SIGNALED) {  // die of the same signal, so a shell or scheduler sees 128 + N
+        const int sig = rc - PT_SUPERVISE_SIGNALED;
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return rc;
+    }
     return rc == PT_SUPERVISE_NONFINITE ? 3 : 1;
 }
 

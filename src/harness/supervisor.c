@@ -61,6 +61,23 @@ static long latest_step(const char *dir) {
     return d ? atol(d + 1) : 0;
 }
 
+// The checkpoint step a resumed worker really restored: its first metrics line
+// carries "restore_time_s" (-1: none). `latest` can name a checkpoint that
+// fails verification, and the worker then falls back to an older one.
+static long resumed_step(const char *dir) {
+    char path[4096], line[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long step = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *q = strstr(line, "{\"step\": ");
+        if (q && strstr(line, ", \"restore_time_s\": ")) step = atol(q + 9) - 1;  // not rollback_restore_time_s
+    }
+    fclose(f);
+    return step;
+}
+
 // Productive time: each step's step_time_s counted once (the surviving line).
 // The step count the worker resolved (--num-train-epochs without --max-steps): its train_args.json.
 static long worker_max_steps(const char *dir) {
@@ -151,6 +168,23 @@ static int laggard_rank(const char *dir, int world, long *its_step) {
     return world > 1 && best < second ? who : world == 1 ? 0 : -1;
 }
 
+// Is a rank writing a checkpoint or the final model (heartbeat phase "save")?
+// A save is I/O that can take minutes on a large model or slow storage: it gets
+// the start-up timeout, not the hang timeout (no metrics line comes until it ends).
+static bool saving(const char *dir, int world) {
+    for (int r = 0; r < world; r++) {
+        char path[4096], buf[512] = {0};
+        snprintf(path, sizeof path, "%s/heartbeats/rank-%05d.json", dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        if (strstr(buf, "\"phase\": \"save\"")) return true;
+    }
+    return false;
+}
+
 static void clear_heartbeats(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/heartbeats", dir);
@@ -224,12 +258,35 @@ static int teardown(pid_t pgid) {
     return kill(-pgid, 0) == 0 ? 1 : 0;  // orphans left in the group
 }
 
+// SIGTERM, SIGINT (Ctrl-C) or SIGHUP to the supervisor: it stops the worker
+// group itself (an MPI launcher's ranks included) before it exits. Dying at
+// once would leave that to the worker's parent-death signal, and an mpirun
+// job goes on training and writing the output dir for a while after it.
+static volatile sig_atomic_t g_stop_signal;
+static void on_stop_signal(int sig) {
+    if (!g_stop_signal) g_stop_signal = sig;
+}
+
+static void catch_stop_signals(void) {
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old, sa;
+        // A signal ignored at start stays ignored (nohup, a background job's SIGINT).
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;  // no SA_RESTART: the poll's and the back-off's sleeps end early
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
-    FILE *ev = fopen(path, "w");
+    FILE *ev = fopen(path, o->resume ? "a" : "w");
     if (!ev) { pt_set_error("%s: %s", path, strerror(errno)); return -1; }
     prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (reap_strays)
+    catch_stop_signals();
     // The worker command: [launcher words...] portatrain train ARGS
     char exe[4096];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -252,6 +309,14 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     double pending_t_fault = 0;
     cJSON *recs = cJSON_CreateArray();
     for (;;) {
+        if (g_stop_signal) {  // during a restart's back-off: no worker is running
+            fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
+                    now_s(), attempts, (int)g_stop_signal, last_step(o->output_dir));
+            fflush(ev);
+            pt_set_error("stopped by signal %d during the back-off before attempt %d", (int)g_stop_signal, attempts + 1);
+            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
+            break;
+        }
         attempts++;
         int n = wargc;
         // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch,
@@ -292,7 +357,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         // Poll exit status and step progress; a worker without progress for
         // hang_timeout seconds is declared hung.
         int st = 0;
-        bool hung = false;
+        bool hung = false, stopped = false;
         long seen = last_step(o->output_dir);
         double t_seen = now_s(), t_first_new = 0;
         for (;;) {
@@ -301,25 +366,37 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             const long s = last_step(o->output_dir);
             const double t = now_s();
             if (s != seen) {
-                if (!t_first_new) t_first_new = t;
+                // Only a step beyond the last one seen is the attempt's first step: a resumed worker
+                // first cuts metrics.jsonl back to its checkpoint, and --overwrite-output-dir removes it
+                // before the model load; until a step is logged the start-up timeout applies.
+                if (!t_first_new && s > seen) t_first_new = t;
                 seen = s;
                 t_seen = t;
                 if (pending && s >= pending_reach) {
                     cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
+                    const long back = resumed_step(o->output_dir);
+                    if (back >= 0 && back != (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble) {
+                        cJSON_ReplaceItemInObject(r, "restored_step", cJSON_CreateNumber((double)back));
+                        cJSON_ReplaceItemInObject(r, "steps_recomputed", cJSON_CreateNumber((double)(pending_reach - back)));
+                    }
                     cJSON_AddNumberToObject(r, "restore_s", t_first_new - t_start);
                     cJSON_AddNumberToObject(r, "replay_s", t - t_first_new);
                     cJSON_AddNumberToObject(r, "total_s", t - pending_t_fault);
                     cJSON_AddBoolToObject(r, "recovered", true);
-                    fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
-                            t, s, t - pending_t_fault);
+                    fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f, "
+                            "\"restored_step\": %ld}\n", t, s, t - pending_t_fault,
+                            (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble);
                     fflush(ev);
                     pending = false;
                 }
             }
             if (exited) break;
+            if (g_stop_signal) { stopped = true; break; }
             // Until its first step an attempt is loading and restoring: that gets
             // the start-up timeout, steps after it the (shorter) hang timeout.
-            const double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
+            double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
+            if (limit > 0 && t_first_new && t - t_seen > limit && saving(o->output_dir, world))
+                limit = o->startup_timeout;  // a slow save, not a hang (read only once past the hang timeout)
             if (limit > 0 && t - (t_first_new ? t_seen : t_start) > limit) { hung = true; break; }
             usleep(20000);
         }
@@ -329,7 +406,34 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         int orphans = teardown(pid);
         orphans += reap_strays();
         const double t_down = now_s();
-        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) { rc = 0; break; }
+        if (stopped) {
+            seen = last_step(o->output_dir);  // an MPI job's ranks may log steps until mpirun has ended them
+            fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
+                    t_det, attempts, (int)g_stop_signal, seen);
+            fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
+                    t_down, t_down - t_det, orphans);
+            fflush(ev);
+            pt_set_error("stopped by signal %d after step %ld; the worker was stopped (resume with "
+                         "--resume-from-checkpoint latest)", (int)g_stop_signal, seen);
+            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
+            break;
+        }
+        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            // A restart that finished without a new step (its checkpoint was already at the fault
+            // point: a kill or hang after the last step, before the final model write) recovered too.
+            if (pending) {
+                cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
+                cJSON_AddNumberToObject(r, "restore_s", t_det - t_start);
+                cJSON_AddNumberToObject(r, "replay_s", 0);
+                cJSON_AddNumberToObject(r, "total_s", t_det - pending_t_fault);
+                cJSON_AddBoolToObject(r, "recovered", true);
+                fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
+                        t_det, seen, t_det - pending_t_fault);
+                pending = false;
+            }
+            rc = 0;
+            break;
+        }
         const bool killed = !hung && WIFSIGNALED(st);
         const bool nonfinite = !hung && WIFEXITED(st) && WEXITSTATUS(st) == 3;
         // The armed faults the worker reached fired (a fault of step S fires at
@@ -401,17 +505,21 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         cJSON_AddNumberToObject(r, "orphans", orphans);
         fprintf(ev, "{\"event\": \"restore\", \"time\": %.6f, \"checkpoint_step\": %ld, \"steps_recomputed\": %ld}\n",
                 now_s(), restored, seen - restored);
+        fflush(ev);  // before the back-off: a supervisor killed during it keeps the line
         pending = true;  // closed at the first step >= the one reached before the fault
         pending_reach = seen;
         pending_t_fault = t_seen;
         cJSON_AddItemToArray(recs, r);
         usleep((useconds_t)(backoff * 1e6));
     }
+    if (pending)  // the last restart failed before it got back to its fault point (given up, stopped)
+        cJSON_AddBoolToObject(cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1), "recovered", false);
     const double wall = now_s() - t0;
     cJSON *sum = cJSON_CreateObject();
     cJSON_AddNumberToObject(sum, "attempts", attempts);
     cJSON_AddNumberToObject(sum, "restarts", restarts);
     cJSON_AddBoolToObject(sum, "completed", rc == 0);
+    if (rc > PT_SUPERVISE_SIGNALED) cJSON_AddNumberToObject(sum, "stopped_by_signal", rc - PT_SUPERVISE_SIGNALED);
     cJSON_AddNumberToObject(sum, "wall_s", wall);
     const double prod = productive_s(o->output_dir, o->max_steps > 0 ? o->max_steps : worker_max_steps(o->output_dir));
     cJSON_AddNumberToObject(sum, "productive_s", prod);

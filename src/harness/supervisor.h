@@ -20,6 +20,9 @@ typedef struct {
     // train ...; NULL: the worker is one process. world = its rank count.
     const char *launcher;
     int world;
+    // --resume-from-checkpoint given: a continued run appends to events.jsonl
+    // (its earlier supervisors' events are the same run's history)
+    bool resume;
 } pt_supervise_opts;
 
 // Parses --inject "kill:step=S[,hang:step=S,nan:step=S,...]" (train/faults.h).
@@ -32,6 +35,9 @@ int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec);
 // The worker exited 2 (a usage error, printed by the worker): not retried,
 // a restart would be refused the same way.
 #define PT_SUPERVISE_USAGE 2
+// SIGTERM, SIGINT or SIGHUP N reached the supervisor: it stopped the worker
+// group and returns PT_SUPERVISE_SIGNALED + N (the shell's 128 + N).
+#define PT_SUPERVISE_SIGNALED 128
 // Longest restart back-off (seconds), however many failures in a row.
 #define PT_SUPERVISE_MAX_BACKOFF_S 30.0
 int pt_supervise(const pt_supervise_opts *o, int worker_argc, char **worker_argv);

@@ -142,6 +142,13 @@ static bool armed(int kind, long step) {
 static bool g_enospc_set;
 
 void pt_fault_before_save(long step) {
+    // Test-only: PT_FAULT_SLOW_SAVE_S=X starts every checkpoint save X seconds late (a slow disk).
+    const char *slow = getenv("PT_FAULT_SLOW_SAVE_S");
+    if (slow && atof(slow) > 0) {
+        const double x = atof(slow);
+        struct timespec ts = {(time_t)x, (long)((x - (double)(time_t)x) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0) {}
+    }
     // Reuses the checkpoint writer's own crash switch: dies after the tensors
     // are written but before the manifest, the nastiest moment of a save.
     if (armed(PT_FAULT_KILL_SAVE, step)) setenv("PT_CKPT_CRASH_AT", "tensors-written", 1);

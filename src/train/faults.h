@@ -15,6 +15,7 @@
 //   PT_FAULT_CORRUPT_CKPT_STEP   corrupt-checkpoint:step=S after checkpoint S is committed, flip bytes in its
 //                                                          tensor file (resume must detect it and fall back)
 //   PT_FAULT_ENOSPC_STEP         enospc:step=S             the save of step S fails with ENOSPC partway
+// PT_FAULT_SLOW_SAVE_S=X (no --inject spec): every checkpoint save starts X seconds late, a slow disk.
 // step=random picks a step in [1, --max-steps] from PT_INJECT_SEED (or the
 // clock); the choice is printed.
 #pragma once

@@ -901,6 +901,7 @@ setup_done:
                               : a->save_steps == PT_SAVE_STEPS_AUTO && step + 1 == auto_next && step + 1 < a->max_steps;
         if (!skip_reason && step > start_step) { step_time_sum += dt; step_time_n++; }  // the first step warms up
         if (save_now) {
+            heartbeat(a->output_dir, rank, step + 1, "save");  // a supervisor gives a save the start-up timeout
             pt_fault_before_save(step + 1);  // test-only kill:phase=save / enospc (rank-aware)
             cJSON *st = state_json(a, mdl, &opt, step + 1, &hashes, rows_per_step, loader);
             if (P) {  // the run's model config is the global one, not this rank's shard
@@ -973,6 +974,7 @@ setup_done:
         }
     }
     if (tty) fprintf(stderr, "\r\033[K");
+    heartbeat(a->output_dir, rank, a->max_steps, "save");  // the final model: I/O, not a hang
     // never publish non-finite final weights (the checkpoint save has the same guard)
     if (P ? !pt_parallel_all_finite(P, 0) : 0) {
         pt_set_error("the final weights hold non-finite values (NaN/Inf); %s/model.safetensors not written",
@@ -996,6 +998,7 @@ setup_done:
         collective_error = P != NULL;
         goto done;
     }
+    heartbeat(a->output_dir, rank, a->max_steps, "done");
     // The tokenizer and generation files of --model, as `export` copies them: transformers' own save
     // writes generation_config.json, and without it the saved model generates with different defaults.
     if (rank == 0 && hf_copy_sidecars(a->model_dir, a->output_dir, NULL) != 0) goto done;
