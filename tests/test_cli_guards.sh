@@ -114,6 +114,13 @@ jcheck "$T/sv3/recovery.json" "r['completed'] and r['restarts'] == 1" "supervise
 yes_ '[ -f "$T/sv3/events.jsonl" ] && [ "$(wc -l < "$T/sv3/metrics.jsonl")" = 6 ]' \
     "the restart kept events.jsonl and rewrote metrics"
 
+# resuming where there is no valid checkpoint cannot succeed on a retry: exit 2, passed through by --supervise
+# at once (was exit 1, retried 3 times with back-off)
+mkdir -p "$T/nock"
+check 2 "no valid checkpoint to resume from" -- tr "$T/nock" --resume-from-checkpoint latest
+check 2 "no valid checkpoint to resume from" -- tr "$T/nock" --supervise --resume-from-checkpoint latest --restart-backoff 5
+yes_ '[ "$(grep -c "no valid checkpoint to resume from" "$T/out")" = 1 ]' "  supervised: one worker ran, no retry"
+
 # 9. exit codes and message prefixes
 check 2 "portatrain: error: --data is required" -- "$B" train --model "$G" --output-dir "$T/e1" --max-steps 1 --seq-len 16
 check 2 "portatrain: error: --model is required" -- "$B" train --data "$G/data.bin" --output-dir "$T/e1" --max-steps 1 \

@@ -643,6 +643,8 @@ setup_done:
     if (a->resume_from_checkpoint) {
         const double tr = pt_now_s();
         ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        // no valid checkpoint there: another attempt cannot succeed (exit 2, so --supervise does not retry it)
+        if (!c) g_usage_error = 1;
         start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
         if (world) {  // every rank must have restored its shards; rank 0 names the one that did not
             if (startup_agree(world, start_step >= 0, a) != 0) {
