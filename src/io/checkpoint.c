@@ -422,7 +422,7 @@ static int list_checkpoints(const char *output_dir, long **steps) {
         (*steps)[n++] = s;
     }
     closedir(d);
-    qsort(*steps, n, sizeof(long), cmp_long_desc);
+    if (n > 1) qsort(*steps, (size_t)n, sizeof(long), cmp_long_desc);  // none: *steps is NULL, which qsort must not get
     return n;
 }
 
