@@ -142,8 +142,10 @@ static int supervise(int argc, char **argv) {
 #undef VAL
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
-    for (int i = 0; i < so.n_faults && so.max_steps <= 0; i++)
-        if (so.faults[i].step < 0) { free(w); return cli_usage_error("train", "--inject step=random needs --max-steps"); }
+    if (pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1) != 0) {
+        free(w);
+        return cli_usage_error("train", "%s", pt_last_error());
+    }
     // Checked here too: the supervisor's events.jsonl would replace the previous run's before the
     // worker refused the directory.
     if (!resume && !overwrite && pt_outdir_has_run(so.output_dir)) {
@@ -156,7 +158,6 @@ static int supervise(int argc, char **argv) {
     struct stat before;
     const bool dir_existed = stat(so.output_dir, &before) == 0;
     if (pt_mkdir_p(so.output_dir) != 0) { free(w); return cli_fail(); }
-    pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1);
     pt_fault_sort(so.faults, so.n_faults);
     so.resume = resume;
     const int rc = pt_supervise(&so, n, w);
@@ -306,9 +307,8 @@ int cmd_train(int argc, char **argv) {
     if (a.precision && strcmp(a.precision, "fp32") && strcmp(a.precision, "bf16"))
         return cli_usage_error("train", "--precision must be fp32 or bf16 (got '%s')", a.precision);
     if (n_faults) {
-        for (int i = 0; i < n_faults && a.max_steps <= 0; i++)
-            if (faults[i].step < 0) return cli_usage_error("train", "--inject step=random needs --max-steps");
-        pt_fault_resolve_random(faults, n_faults, a.max_steps, 1);
+        if (pt_fault_resolve_random(faults, n_faults, a.max_steps, 1) != 0)
+            return cli_usage_error("train", "%s", pt_last_error());
         for (int i = 0; i < n_faults; i++) {
             if (faults[i].kind == PT_FAULT_HANG)
                 return cli_usage_error("train", "--inject hang needs --supervise (nothing would end the hang)");

@@ -78,7 +78,6 @@ static long resumed_step(const char *dir) {
     return step;
 }
 
-// Productive time: each step's step_time_s counted once (the surviving line).
 // The step count the worker resolved (--num-train-epochs without --max-steps): its train_args.json.
 static long worker_max_steps(const char *dir) {
     char path[4200];
@@ -90,6 +89,7 @@ static long worker_max_steps(const char *dir) {
     return n;
 }
 
+// Productive time: each step's step_time_s counted once (the surviving line).
 static double productive_s(const char *dir, long max_steps) {
     char path[4096], line[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -280,6 +280,20 @@ static void catch_stop_signals(void) {
     }
 }
 
+static void log_stopped(FILE *ev, double t, int attempt, long step) {
+    fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n", t,
+            attempt, (int)g_stop_signal, step);
+}
+
+// Closes the open recovery (the newest entry of recs): the attempt got back to its fault point.
+static void close_recovery(cJSON *recs, double restore_s, double replay_s, double total_s) {
+    cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
+    cJSON_AddNumberToObject(r, "restore_s", restore_s);
+    cJSON_AddNumberToObject(r, "replay_s", replay_s);
+    cJSON_AddNumberToObject(r, "total_s", total_s);
+    cJSON_AddBoolToObject(r, "recovered", true);
+}
+
 int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
@@ -310,8 +324,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     cJSON *recs = cJSON_CreateArray();
     for (;;) {
         if (g_stop_signal) {  // during a restart's back-off: no worker is running
-            fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
-                    now_s(), attempts, (int)g_stop_signal, last_step(o->output_dir));
+            log_stopped(ev, now_s(), attempts, last_step(o->output_dir));
             fflush(ev);
             pt_set_error("stopped by signal %d during the back-off before attempt %d", (int)g_stop_signal, attempts + 1);
             rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
@@ -379,10 +392,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
                         cJSON_ReplaceItemInObject(r, "restored_step", cJSON_CreateNumber((double)back));
                         cJSON_ReplaceItemInObject(r, "steps_recomputed", cJSON_CreateNumber((double)(pending_reach - back)));
                     }
-                    cJSON_AddNumberToObject(r, "restore_s", t_first_new - t_start);
-                    cJSON_AddNumberToObject(r, "replay_s", t - t_first_new);
-                    cJSON_AddNumberToObject(r, "total_s", t - pending_t_fault);
-                    cJSON_AddBoolToObject(r, "recovered", true);
+                    close_recovery(recs, t_first_new - t_start, t - t_first_new, t - pending_t_fault);
                     fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f, "
                             "\"restored_step\": %ld}\n", t, s, t - pending_t_fault,
                             (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble);
@@ -408,8 +418,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         const double t_down = now_s();
         if (stopped) {
             seen = last_step(o->output_dir);  // an MPI job's ranks may log steps until mpirun has ended them
-            fprintf(ev, "{\"event\": \"stopped\", \"time\": %.6f, \"attempt\": %d, \"signal\": %d, \"step\": %ld}\n",
-                    t_det, attempts, (int)g_stop_signal, seen);
+            log_stopped(ev, t_det, attempts, seen);
             fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
                     t_down, t_down - t_det, orphans);
             fflush(ev);
@@ -422,11 +431,7 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             // A restart that finished without a new step (its checkpoint was already at the fault
             // point: a kill or hang after the last step, before the final model write) recovered too.
             if (pending) {
-                cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
-                cJSON_AddNumberToObject(r, "restore_s", t_det - t_start);
-                cJSON_AddNumberToObject(r, "replay_s", 0);
-                cJSON_AddNumberToObject(r, "total_s", t_det - pending_t_fault);
-                cJSON_AddBoolToObject(r, "recovered", true);
+                close_recovery(recs, t_det - t_start, 0, t_det - pending_t_fault);
                 fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
                         t_det, seen, t_det - pending_t_fault);
                 pending = false;

@@ -86,13 +86,18 @@ void pt_fault_sort(pt_fault *f, int n) {
         }
 }
 
-void pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world) {
+int pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world) {
+    for (int i = 0; i < n && max_steps <= 0; i++)
+        if (f[i].step < 0) {
+            pt_set_error("--inject step=random needs --max-steps");
+            return -1;
+        }
     const char *e = getenv("PT_INJECT_SEED");
     uint64_t x = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     for (int i = 0; i < n; i++) {
         if (f[i].step < 0) {
             x = x * 6364136223846793005ULL + 1442695040888963407ULL;  // LCG; the high bits are good enough
-            f[i].step = max_steps > 0 ? 1 + (long)((x >> 33) % (uint64_t)max_steps) : 1;
+            f[i].step = 1 + (long)((x >> 33) % (uint64_t)max_steps);
             fprintf(stderr, "inject: %s:step=random -> step %ld\n", pt_fault_name(f[i].kind), f[i].step);
         }
         if (f[i].rank == -2) {
@@ -101,6 +106,7 @@ void pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world) {
             fprintf(stderr, "inject: %s:rank=random -> rank %d\n", pt_fault_name(f[i].kind), f[i].rank);
         }
     }
+    return 0;
 }
 
 int pt_fault_my_rank(void) {

@@ -56,8 +56,9 @@ bool pt_fault_ends_attempt(int kind);
 // Parses "kill:step=S,hang:step=S,nan:step=S:target=grad,..." (appends to f).
 int pt_fault_parse(const char *spec, pt_fault *f, int max, int *n);
 // Replaces step=random with a step in [1, max_steps] and rank=random with a
-// rank in [0, world).
-void pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world);
+// rank in [0, world). -1 (pt_set_error) for a random step without max_steps
+// (--num-train-epochs alone: the step count is known only once the data is open).
+int pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world);
 // Appends the fault's step to its environment variable.
 void pt_fault_arm(const pt_fault *f);
 void pt_fault_disarm_all(void);
