@@ -57,8 +57,81 @@ static void windowed(void) {
     pt_runlog_free(&r);
 }
 
+static char *write_tmp(const char *dir, const char *name, const char *text) {
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(text, f); fclose(f); }
+    return path;
+}
+
+// Logs as other tools and restarted runs write them: repeated and unordered steps, every rank's lines,
+// steps that are not whole numbers, blank lines before an error, a long number in a TorchTitan field.
+static void messy_logs(void) {
+    char *dir = test_tmpdir("cmpmessy");
+    pt_runlog r;
+    // A run restarted from its step-3 checkpoint after step 5: steps 4 and 5 logged twice; the replay wins.
+    char *p = write_tmp(dir, "restarted.jsonl",
+                        "{\"step\": 1, \"loss\": 5.0}\n{\"step\": 2, \"loss\": 4.0}\n{\"step\": 3, \"loss\": 3.0}\n"
+                        "{\"step\": 4, \"loss\": 9.0}\n{\"step\": 5, \"loss\": 9.0}\n"
+                        "{\"step\": 4, \"loss\": 2.5}\n{\"step\": 5, \"loss\": 2.0}\n{\"step\": 6, \"loss\": 1.5}\n");
+    CHECK(pt_runlog_load(p, NULL, &r) == 0 && r.n == 6 && r.repeated == 2, "replayed steps: n %d repeated %d", r.n, r.repeated);
+    for (int i = 0; i < r.n; i++) CHECK(r.pts[i].step == i + 1, "sorted: point %d is step %ld", i, r.pts[i].step);
+    if (r.n == 6) CHECK(r.pts[3].loss == 2.5 && r.pts[4].loss == 2.0, "the replay's lines kept: %g %g", r.pts[3].loss, r.pts[4].loss);
+    pt_runlog_free(&r);
+    // The same run logged without a restart compares ACCEPTED at exact (was matched against the first attempt).
+    char *q = write_tmp(dir, "straight.jsonl",
+                        "{\"step\": 1, \"loss\": 5.0}\n{\"step\": 2, \"loss\": 4.0}\n{\"step\": 3, \"loss\": 3.0}\n"
+                        "{\"step\": 4, \"loss\": 2.5}\n{\"step\": 5, \"loss\": 2.0}\n{\"step\": 6, \"loss\": 1.5}\n");
+    pt_compare_opts o = {.profile = "exact"};
+    cJSON *res = NULL;
+    int rc = pt_compare_runs(p, q, &o, &res);
+    const cJSON *ps = cJSON_GetObjectItem(res, "per_step");
+    CHECK(rc == 0 && cJSON_GetObjectItem(ps, "repeated_a") && cJSON_GetObjectItem(ps, "repeated_a")->valueint == 2,
+          "restarted vs straight: rc %d", rc);
+    cJSON_Delete(res);
+    free(p);
+    free(q);
+
+    // torchrun without a rank filter: every rank prints the step lines; rank 0's are the run's.
+    p = write_tmp(dir, "ranks.log",
+                  "[rank1]:[titan] x - root - INFO - step:  1  loss: 7.0000  grad_norm: 1.0\n"
+                  "[rank0]:[titan] x - root - INFO - step:  1  loss: 7.0000  grad_norm: 1.0\n"
+                  "[rank0]:[titan] x - root - INFO - step:  2  loss: 6.5000  grad_norm: 0.9\n"
+                  "[rank1]:[titan] x - root - INFO - step:  2  loss: 6.5000  grad_norm: 0.9\n");
+    CHECK(pt_runlog_load(p, NULL, &r) == 0 && r.n == 2 && r.repeated == 0, "ranks: n %d repeated %d", r.n, r.repeated);
+    pt_runlog_free(&r);
+    free(p);
+    // A field longer than the number buffer (with nan at its end) is refused, not overrun.
+    p = write_tmp(dir, "long.log",
+                  "step: 1  loss: 1111111111111111111111111111111111111111111111111111111111111nan\n");
+    CHECK(pt_runlog_load(p, "torchtitan", &r) == -1, "overlong loss field refused");
+    pt_runlog_free(&r);
+    free(p);
+
+    // Steps that are not whole numbers >= 0, in each format, are refused naming the line.
+    static const struct { const char *name, *fmt, *text, *where; } bad[] = {
+        {"s1.jsonl", "jsonl", "{\"step\": 1, \"loss\": 2}\n\n{\"step\": 1e300, \"loss\": 2}\n", "s1.jsonl:3: step 1"},
+        {"s2.jsonl", "jsonl", "{\"step\": 2.5, \"loss\": 2}\n", "s2.jsonl:1: step 2.5"},
+        {"s3.jsonl", "jsonl", "{\"step\": -1, \"loss\": 2, \"skipped\": true}\n", "s3.jsonl:1: step -1"},
+        {"s4.csv", "csv", "step,loss\n\n1,2\n2.5,3\n", "s4.csv:4: step 2.5"},
+        {"s5.log", "torchtitan", "step: 1 loss: 2\n\nstep: 99999999999999999999 loss: 2\n", "s5.log:3: step 1e+20"},
+        {"s6.json", "hf", "{\"log_history\": [{\"step\": 1, \"loss\": 2}, {\"step\": -3, \"loss\": 2}]}",
+         "log_history[1]: step -3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        p = write_tmp(dir, bad[i].name, bad[i].text);
+        CHECK(pt_runlog_load(p, bad[i].fmt, &r) == -1 && strstr(pt_last_error(), bad[i].where),
+              "%s: %s", bad[i].name, pt_last_error());
+        pt_runlog_free(&r);
+        free(p);
+    }
+    free(dir);
+}
+
 int main(void) {
     windowed();
+    messy_logs();
     pt_runlog r;
     load("tests/fixtures/compare/trainer_state.json", NULL, &r, 0);
     CHECK(!strcmp(r.format, "hf"), "hf detected: %s", r.format);

@@ -381,7 +381,7 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
         free(sa);
         free(sb);
     }
-    // Common steps (both logs are sorted by step by the importers' writers; match by step value).
+    // Common steps (pt_runlog_load sorts each log by step, one point per step; match by step value).
     // Non-finite points are rejected above and left out of the statistics.
     int n = 0, ib = 0, missing = 0, b_finite = 0;
     for (int i = 0; i < B.n; i++) b_finite += !B.pts[i].nonfinite;
@@ -452,6 +452,9 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
         // losses were averaged over the same steps to compare them
         cJSON_AddNumberToObject(ps, "windowed_a", windowed_a);
         cJSON_AddNumberToObject(ps, "windowed_b", windowed_b);
+        // lines of a step logged again later (a restarted run's replay): the last one was compared
+        cJSON_AddNumberToObject(ps, "repeated_a", A.repeated);
+        cJSON_AddNumberToObject(ps, "repeated_b", B.repeated);
         cJSON_AddNumberToObject(ps, "max_rel_diff", mx);
         cJSON_AddNumberToObject(ps, "median_rel_diff", med);
         if (first >= 0) cJSON_AddNumberToObject(ps, "first_exceed_step", (double)first);

@@ -33,6 +33,31 @@ static char *read_all(const char *path) {
     return b;
 }
 
+// The next line of a NUL-terminated text, cut in place; NULL at the end. Unlike strtok, empty lines are
+// returned too, so the line numbers in error messages are the file's.
+static char *next_line(char **cursor) {
+    char *l = *cursor;
+    if (!l || !*l) return NULL;
+    char *nl = strchr(l, '\n');
+    if (nl) {
+        *nl = 0;
+        *cursor = nl + 1;
+    } else *cursor = l + strlen(l);
+    return l;
+}
+
+// A step must be a whole number 0..2^53 (a JSON double holds it exactly); anything else is refused rather than
+// cast (a cast of 1e300 or NaN to long is undefined, and 2.5 would silently become step 2).
+static int step_value(double v, const char *path, int line, const char *where, long *out) {
+    if (!(v >= 0 && v <= 9007199254740992.0) || v != floor(v)) {
+        if (line > 0) pt_set_error("%s:%d: step %.17g is not a whole number >= 0", path, line, v);
+        else pt_set_error("%s: %s: step %.17g is not a whole number >= 0", path, where, v);
+        return -1;
+    }
+    *out = (long)v;
+    return 0;
+}
+
 static double num_or_nan(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
@@ -44,8 +69,8 @@ static int load_jsonl(const char *path, pt_runlog *r) {
     if (!text) return -1;
     const char *end = text + strlen(text);
     int cap = 0, line = 0;
-    char *save = NULL;
-    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    char *cur = text;
+    for (char *l; (l = next_line(&cur));) {
         line++;
         while (isspace((unsigned char)*l)) l++;
         if (!*l) continue;
@@ -62,9 +87,13 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped"))) {  // --nan-policy skip: no update
             // Kept apart from the curve, so compare can reject it instead of not seeing the step.
+            long step;
             if (cJSON_IsNumber(s)) {
+                if (step_value(s->valuedouble, path, line, NULL, &step)) {
+                    cJSON_Delete(o); free(text); return -1;
+                }
                 r->skipped = pt_realloc(r->skipped, sizeof(long) * (size_t)(r->n_skipped + 1));
-                r->skipped[r->n_skipped++] = (long)s->valuedouble;
+                r->skipped[r->n_skipped++] = step;
             }
             cJSON_Delete(o);
             continue;
@@ -73,9 +102,13 @@ static int load_jsonl(const char *path, pt_runlog *r) {
             pt_set_error("%s:%d: needs numeric \"step\" and \"loss\"", path, line);
             cJSON_Delete(o); free(text); return -1;
         }
+        long step;
+        if (step_value(s->valuedouble, path, line, NULL, &step)) {
+            cJSON_Delete(o); free(text); return -1;
+        }
         double st = num_or_nan(o, "step_time_s");
         if (isnan(st)) st = num_or_nan(o, "step_time");
-        pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(o, "grad_norm"),
+        pt_runpoint p = {step, lo->valuedouble, num_or_nan(o, "grad_norm"),
                          num_or_nan(o, "tokens"), st, false, 1};
         p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);  // 1e999 parses as inf
         push(r, &cap, p);
@@ -114,9 +147,13 @@ static int load_hf(const char *path, pt_runlog *r) {
             cJSON_Delete(root); return -1;
         }
         if (lo) {
-            pt_runpoint p = {(long)s->valuedouble, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false, 1};
+            char where[48];
+            snprintf(where, sizeof where, "log_history[%d]", i);
+            long step;
+            if (step_value(s->valuedouble, path, 0, where, &step)) { cJSON_Delete(root); return -1; }
+            pt_runpoint p = {step, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false, 1};
             p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);
-            if (p.step - prev > 1) p.window = (int)PT_MIN(p.step - prev, 1L << 30);
+            if (p.step > prev + 1) p.window = (int)PT_MIN(p.step - prev, 1L << 30);
             prev = p.step;
             push(r, &cap, p);
         }
@@ -140,6 +177,10 @@ static void strip_ansi(char *s) {
 }
 
 // After "key:" a number (commas allowed as thousands separators). 1 found, 0 not.
+static bool number_char(const char *p) {
+    return isdigit((unsigned char)*p) || (*p && strchr("+-.,eE", *p)) || !strncmp(p, "nan", 3) || !strncmp(p, "inf", 3);
+}
+
 static int field(const char *l, const char *key, double *out) {
     const char *p = strstr(l, key);
     while (p && p != l && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p = strstr(p + 1, key);
@@ -148,10 +189,15 @@ static int field(const char *l, const char *key, double *out) {
     while (*p == ' ') p++;
     char buf[64];
     int n = 0;
-    while (*p && n < 63 && (isdigit((unsigned char)*p) || strchr("+-.,eE", *p) || !strncmp(p, "nan", 3) || !strncmp(p, "inf", 3))) {
-        if (!strncmp(p, "nan", 3) || !strncmp(p, "inf", 3)) { memcpy(buf + n, p, 3); n += 3; p += 3; break; }
-        if (*p != ',') buf[n++] = *p;
-        p++;
+    for (; number_char(p); p++) {
+        if (!strncmp(p, "nan", 3) || !strncmp(p, "inf", 3)) {
+            if (n + 3 > 63) return 0;  // longer than any number: refused, not cut
+            memcpy(buf + n, p, 3); n += 3;
+            break;
+        }
+        if (*p == ',') continue;
+        if (n == 63) return 0;
+        buf[n++] = *p;
     }
     buf[n] = 0;
     char *end;
@@ -167,24 +213,52 @@ static int field(const char *l, const char *key, double *out) {
 static int load_torchtitan(const char *path, pt_runlog *r) {
     char *text = read_all(path);
     if (!text) return -1;
-    int cap = 0, line = 0;
-    char *save = NULL;
-    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    int cap = 0, line = 0, nrank = 0, min_rank = -1;
+    int *rank = NULL;  // each point's "[rankN]:" prefix (torchrun), -1 when none
+    char *cur = text;
+    for (char *l; (l = next_line(&cur));) {
         line++;
         strip_ansi(l);
         if (!strstr(l, "step:") || !strstr(l, "loss:") || strstr(l, "validate step:")) continue;
         double s, lo, g = NAN, tps = NAN;
         if (!field(l, "step:", &s) || !field(l, "loss:", &lo)) {
             pt_set_error("%s:%d: a step line without a numeric step/loss", path, line);
-            free(text); return -1;
+            free(rank); free(text); return -1;
         }
+        long step;
+        if (step_value(s, path, line, NULL, &step)) { free(rank); free(text); return -1; }
         const bool has_g = field(l, "grad_norm:", &g);
         if (!has_g) g = NAN;
         if (!field(l, "tps:", &tps)) tps = NAN;
-        pt_runpoint p = {(long)s, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g)), 1};
+        int rk = -1;
+        if (!strncmp(l, "[rank", 5) && isdigit((unsigned char)l[5])) {
+            char *e;
+            const long v = strtol(l + 5, &e, 10);
+            if (*e == ']' && v < (1L << 30)) rk = (int)v;
+        }
+        if (rk >= 0 && (min_rank < 0 || rk < min_rank)) min_rank = rk;
+        pt_runpoint p = {step, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g)), 1};
         push(r, &cap, p);
+        if (nrank < r->n) {
+            nrank = cap;
+            rank = pt_realloc(rank, sizeof *rank * (size_t)nrank);
+        }
+        rank[r->n - 1] = rk;
     }
     free(text);
+    // torchrun without --local-ranks-filter prints every rank's line ("[rank0]:", "[rank1]:", ...); the logged
+    // loss is the same global mean on each, so one rank's lines are the run's: the lowest rank's.
+    if (min_rank >= 0) {
+        int k = 0, others = 0;
+        for (int i = 0; i < r->n; i++) {
+            if (rank[i] == min_rank || rank[i] < 0) r->pts[k++] = r->pts[i];
+            else others++;
+        }
+        r->n = k;
+        if (others) pt_warn("%s: %d step lines of ranks other than rank %d ignored (rank %d's are the run's)", path,
+                            others, min_rank, min_rank);
+    }
+    free(rank);
     if (r->n == 0) { pt_set_error("%s: no TorchTitan \"step: ... loss: ...\" lines", path); return -1; }
     return 0;
 }
@@ -195,8 +269,8 @@ static int load_csv(const char *path, pt_runlog *r) {
     if (!text) return -1;
     int cap = 0, line = 0, col[5] = {-1, -1, -1, -1, -1}, ncol = 0;
     static const char *names[5] = {"step", "loss", "grad_norm", "tokens", "step_time"};
-    char *save = NULL;
-    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    char *cur = text;
+    for (char *l; (l = next_line(&cur));) {
         line++;
         size_t L = strlen(l);
         if (L && l[L - 1] == '\r') l[--L] = 0;
@@ -246,12 +320,48 @@ static int load_csv(const char *path, pt_runlog *r) {
         }
         // An empty grad_norm cell is "not logged"; "nan"/"inf" written there is a non-finite value.
         bool gn_bad = col[2] >= 0 && *cells[col[2]] && !isfinite(v[2]);
-        pt_runpoint p = {(long)v[0], v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad, 1};
+        long step;
+        if (step_value(v[0], path, line, NULL, &step)) { free(text); return -1; }
+        pt_runpoint p = {step, v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad, 1};
         push(r, &cap, p);
     }
     free(text);
     if (ncol == 0) { pt_set_error("%s: empty CSV", path); return -1; }
     return 0;
+}
+
+typedef struct {
+    pt_runpoint p;
+    int order;  // position in the file
+} ordered_point;
+
+static int cmp_ordered(const void *x, const void *y) {
+    const ordered_point *a = x, *b = y;
+    if (a->p.step != b->p.step) return a->p.step < b->p.step ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+// Compare walks both curves in step order. A log written by a run that was restarted from a checkpoint (or
+// pasted together from several attempts) repeats the steps it replayed, and its lines need not be in step
+// order: sort by step, and of a step logged more than once keep the last line, the one the run went on from.
+static void sort_and_dedupe(pt_runlog *r) {
+    bool sorted = true;
+    for (int i = 1; i < r->n && sorted; i++) sorted = r->pts[i].step > r->pts[i - 1].step;
+    if (sorted) return;
+    ordered_point *o = pt_malloc(sizeof *o * (size_t)r->n);
+    for (int i = 0; i < r->n; i++) o[i] = (ordered_point){r->pts[i], i};
+    qsort(o, (size_t)r->n, sizeof *o, cmp_ordered);
+    int k = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (i + 1 < r->n && o[i + 1].p.step == o[i].p.step) continue;  // a later line of this step follows
+        r->pts[k++] = o[i].p;
+    }
+    free(o);
+    r->repeated = r->n - k;
+    r->n = k;
+    if (r->repeated)
+        pt_warn("%s: %d line%s repeat an earlier step (a restarted run's replay?): the last line of each step is used",
+                r->path, r->repeated, r->repeated == 1 ? "" : "s");
 }
 
 static bool is_dir(const char *p) { struct stat st; return !stat(p, &st) && S_ISDIR(st.st_mode); }
@@ -327,6 +437,7 @@ int pt_runlog_load(const char *path, const char *format, pt_runlog *out) {
     out->format = !strcmp(format, "portatrain") ? "portatrain" : !strcmp(format, "hf") ? "hf"
                 : !strcmp(format, "torchtitan") ? "torchtitan" : !strcmp(format, "csv") ? "csv" : "jsonl";
     if (rc == 0 && out->n == 0) { pt_set_error("%s: no loss entries", file); rc = -1; }
+    if (rc == 0) sort_and_dedupe(out);
     free(file);
     return rc;
 }

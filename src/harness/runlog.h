@@ -24,6 +24,8 @@ typedef struct {
     double eval_loss;    // OUTPUT/eval.json "loss"; NAN when absent
     long *skipped;       // steps logged as skipped (--nan-policy skip: non-finite, no update), not in pts
     int n_skipped;
+    int repeated;        // lines dropped because a later line logged the same step (a restarted run's replay);
+                         // pts is sorted by step, one point per step
 } pt_runlog;
 
 // format: NULL or "auto" to detect. 0 or -1 with an error naming file:line.
