@@ -37,6 +37,9 @@ done
 check 2 "takes no argument 'min_lr_rate' (it takes: num_cycles)" -- run "$T/x" --max-steps 2 --lr-scheduler-type cosine \
     --lr-scheduler-kwargs '{"min_lr_rate": 0.1}'
 check 2 "linear takes no argument 'num_cycles'" -- run "$T/x" --max-steps 2 --lr-scheduler-kwargs '{"num_cycles": 1}'
+# an empty key looped forever (strstr finds "" everywhere; found by fuzz/fuzz_lr_schedule.c)
+check 2 "cosine takes no argument '' (it takes: num_cycles)" -- timeout 20 "$B" train --model "$G" --data "$G/data.bin" \
+    --output-dir "$T/x" --max-steps 2 --seq-len 16 --lr-scheduler-type cosine --lr-scheduler-kwargs '{"": 1}'
 check 2 "cosine_with_min_lr needs min_lr or min_lr_rate" -- run "$T/x" --max-steps 2 --lr-scheduler-type cosine_with_min_lr
 check 2 "only one of min_lr or min_lr_rate" -- run "$T/x" --max-steps 2 --lr-scheduler-type cosine_with_min_lr \
     --lr-scheduler-kwargs '{"min_lr": 1e-5, "min_lr_rate": 0.1}'
@@ -47,6 +50,11 @@ check 2 "num_decay_steps must be a whole number >= 0" -- run "$T/x" --max-steps 
     --lr-scheduler-type warmup_stable_decay --lr-scheduler-kwargs '{"num_decay_steps": 1.5}'
 check 2 "lr_end (0.1) must be smaller than the learning rate" -- run "$T/x" --max-steps 2 --lr-scheduler-type polynomial \
     --lr-scheduler-kwargs '{"lr_end": 0.1}' --learning-rate 1e-3
+# kwargs HF accepts whose rate is not a number (Python: ZeroDivisionError) or negative, refused before training
+check 2 "inverse_sqrt: the learning rate of step 3 would be inf" -- run "$T/x" --max-steps 4 --warmup-steps 2 \
+    --lr-scheduler-type inverse_sqrt --lr-scheduler-kwargs '{"timescale": 1e-50}'
+check 2 "polynomial: the learning rate of step 2 would be -" -- run "$T/x" --max-steps 4 \
+    --lr-scheduler-type polynomial --lr-scheduler-kwargs '{"lr_end": -1e-3}'
 check 2 "not a JSON object" -- run "$T/x" --max-steps 2 --lr-scheduler-type cosine --lr-scheduler-kwargs '[1]'
 check 2 "reduce_lr_on_plateau' follows evaluation metrics" -- run "$T/x" --max-steps 2 --lr-scheduler-type reduce_lr_on_plateau
 check 2 "'bogus' unknown" -- run "$T/x" --max-steps 2 --lr-scheduler-type bogus

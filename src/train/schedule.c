@@ -22,6 +22,7 @@ bool pt_lr_schedule_warms_up(const pt_lr_schedule *s) { return s->kind != LR_CON
 static bool takes(pt_lr_kind k, const char *key) {
     const char *list = KWARGS[k];
     const size_t n = strlen(key);
+    if (n == 0) return false;  // strstr finds "" everywhere: the loop below would never end
     for (const char *p = list; (p = strstr(p, key)); p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return true;
     return false;
@@ -212,4 +213,31 @@ double pt_lr_multiplier(const pt_lr_schedule *s, long step, long warmup, long to
     }
     default: return 1.0;
     }
+}
+
+static int check_step(const pt_lr_schedule *s, double lr, long step, long warmup, long total) {
+    if (step < 0 || step >= total) return 0;
+    const double m = pt_lr_multiplier(s, step, warmup, total);
+    if (isfinite(m) && m >= 0 && isfinite(lr * m)) return 0;
+    pt_set_error("--lr-scheduler-type %s: the learning rate of step %ld would be %g (lr %g x %g); check "
+                 "--lr-scheduler-kwargs and --warmup-steps", pt_lr_schedule_name(s->kind), step + 1, lr * m, lr, m);
+    return -1;
+}
+
+int pt_lr_schedule_check(const pt_lr_schedule *s, double lr, long warmup, long total) {
+    const long dense = 10000000;
+    if (total <= dense) {
+        for (long step = 0; step < total; step++)
+            if (check_step(s, lr, step, warmup, total)) return -1;
+        return 0;
+    }
+    // where a formula changes: warmup's end, WSD's stable and decay phases, the last step
+    const long stable = s->num_stable_steps >= 0 ? s->num_stable_steps : total - warmup - s->num_decay_steps;
+    const long edges[] = {0, warmup, warmup + stable, warmup + stable + s->num_decay_steps, total - 1};
+    for (size_t e = 0; e < sizeof edges / sizeof *edges; e++)
+        for (long d = -2; d <= 2; d++)
+            if (check_step(s, lr, edges[e] + d, warmup, total)) return -1;
+    for (long i = 0; i < dense; i++)
+        if (check_step(s, lr, (long)((double)i / dense * (double)total), warmup, total)) return -1;
+    return 0;
 }

@@ -42,3 +42,8 @@ const char *pt_lr_schedule_name(pt_lr_kind k);
 // Whether the schedule uses warmup steps (constant does not, as in HF).
 bool pt_lr_schedule_warms_up(const pt_lr_schedule *s);
 double pt_lr_multiplier(const pt_lr_schedule *s, long step, long warmup_steps, long total_steps);
+// Whether every step 0..total_steps-1 of the run gets a finite multiplier >= 0 (keyword arguments HF accepts
+// can still give inf or NaN, where Python raises ZeroDivisionError: inverse_sqrt with a timescale far below
+// the warmup, or a negative rate: a min_lr_rate below 0). -1 with pt_set_error naming the first bad step.
+// Runs of more than 10 million steps are checked at every phase boundary and 10 million steps between.
+int pt_lr_schedule_check(const pt_lr_schedule *s, double lr, long warmup_steps, long total_steps);

@@ -605,6 +605,10 @@ int pt_train(const pt_train_args *args) {
         if (resolved.warmup_steps == 0 && resolved.warmup_ratio > 0)
             resolved.warmup_steps = (long)ceil((double)resolved.max_steps * resolved.warmup_ratio);
     }
+    if (pt_lr_schedule_check(&sched, a->learning_rate, a->warmup_steps, a->max_steps) != 0) {
+        g_usage_error = 1;
+        goto setup_done;
+    }
     if (!P) {
         qwen3_alloc_grads(mdl);
         pt_adamw_init(&opt, mdl);
