@@ -6,6 +6,7 @@
 #include "util/fileio.h"
 #include "testutil.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,6 +86,18 @@ int main(void) {
         fprintf(stderr, "PORTATRAIN not set\n");
         return 1;
     }
+    // An I/O error that may clear up on a retry vs input that fails the same way (train: exit 1 vs 2).
+    CHECK(pt_read_file("/nonexistent-dir/x", NULL) == NULL && !pt_last_error_transient(), "ENOENT is not transient");
+    pt_set_error("x");
+    pt_mark_error_transient(EIO);
+    CHECK(pt_last_error_transient(), "EIO is transient");
+    pt_prefix_error("context: ");
+    CHECK(pt_last_error_transient(), "a prefix keeps the mark");
+    pt_set_error("y");
+    CHECK(!pt_last_error_transient(), "a new error clears the mark");
+    pt_mark_error_transient(EACCES);
+    CHECK(!pt_last_error_transient(), "EACCES is not transient");
+    pt_clear_error();
     TMP = test_tmpdir("badinput");
     GOLD = test_source_path("tests/fixtures/golden/tied");
     char *good_data = pt_path_join(GOLD, "data.bin");

@@ -120,6 +120,16 @@ mkdir -p "$T/nock"
 check 2 "no valid checkpoint to resume from" -- tr "$T/nock" --resume-from-checkpoint latest
 check 2 "no valid checkpoint to resume from" -- tr "$T/nock" --supervise --resume-from-checkpoint latest --restart-backoff 5
 yes_ '[ "$(grep -c "no valid checkpoint to resume from" "$T/out")" = 1 ]' "  supervised: one worker ran, no retry"
+# data that cannot be read as asked fails the same way on a retry: exit 2, passed through by --supervise (was
+# exit 1, retried); the message says how to get an end-of-document id (there was no way to "set eos_id")
+check 2 "padded mode needs the end-of-document id, which a bare shard does not record: use the data set directory" \
+    -- tr "$T/pad" --data-mode padded
+check 2 "a bare shard does not record" -- tr "$T/pad2" --data-mode padded --supervise --restart-backoff 5
+yes_ '[ "$(grep -c "a bare shard does not record" "$T/out")" = 1 ]' "  supervised: one worker ran, no retry"
+printf 'not a shard' > "$T/bad.bin"
+check 2 "truncated shard header" -- "$B" train --model "$G" --data "$T/bad.bin" --output-dir "$T/pad3" \
+    --max-steps 2 --seq-len 16 --quiet --supervise --restart-backoff 5
+yes_ '[ "$(grep -c "truncated shard header" "$T/out")" = 1 ]' "  a malformed shard: one worker ran, no retry"
 
 # 9. exit codes and message prefixes
 check 2 "portatrain: error: --data is required" -- "$B" train --model "$G" --output-dir "$T/e1" --max-steps 1 --seq-len 16

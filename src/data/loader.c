@@ -314,8 +314,9 @@ static int open_shards(pt_loader *l, const char *path) {
         if (l->cfg.eos_id > 0) l->eos = (uint32_t)l->cfg.eos_id;
         else if (ds.eos_id >= 0) l->eos = (uint32_t)ds.eos_id;
         else {
-            pt_set_error("%s: padded mode needs the end-of-document id: set eos_id, or use a dataset.json that "
-                         "records \"eos_id\"", path);
+            pt_set_error("%s: padded mode needs the end-of-document id, which %s: use the data set directory "
+                         "(or its dataset.json) that `portatrain tokenize` wrote, which records \"eos_id\"", path,
+                         is_ds ? "this dataset.json does not record (\"eos_id\": -1)" : "a bare shard does not record");
             goto done;
         }
     }

@@ -587,7 +587,12 @@ int pt_train(const pt_train_args *args) {
                                .seed = a->seed, .model_vocab = (uint32_t)(P ? pt_parallel_plan(P)->global.vocab_size
                                                                             : mdl->cfg.vocab_size)};
         loader = pt_loader_open(&lc);
-        if (!loader) goto setup_done;
+        if (!loader) {
+            // The data, or the settings it is read with, are wrong (a restart fails the same way: exit 2, which
+            // --supervise does not retry), unless the file system failed (EIO, ESTALE, ...: exit 1, retried).
+            g_usage_error = !pt_last_error_transient();
+            goto setup_done;
+        }
         if (resolved.max_steps <= 0) {
             // HF: ceil(epochs x update steps per epoch). An epoch here is every row once: ceil(rows / rows per
             // step) steps (the loader drops no rows; an epoch's last step may take the next epoch's first rows).

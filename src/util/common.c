@@ -1,5 +1,6 @@
 #include "util/common.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,9 +8,11 @@
 #include <time.h>
 
 static _Thread_local char g_error[1024];
+static _Thread_local bool g_error_transient;
 static bool g_quiet = false;
 
 void pt_set_error(const char *fmt, ...) {
+    g_error_transient = false;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_error, sizeof g_error, fmt, ap);
@@ -30,6 +33,13 @@ void pt_prefix_error(const char *fmt, ...) {
 }
 
 const char *pt_last_error(void) { return g_error[0] ? g_error : "unknown error"; }
+
+void pt_mark_error_transient(int err) {
+    g_error_transient = err == EIO || err == ESTALE || err == ETIMEDOUT || err == EAGAIN || err == EINTR ||
+                        err == ENOMEM || err == ENFILE || err == EMFILE || err == EBUSY || err == ENOLINK ||
+                        err == ECONNRESET || err == EHOSTUNREACH || err == ENETDOWN;
+}
+bool pt_last_error_transient(void) { return g_error_transient; }
 void pt_clear_error(void) { g_error[0] = 0; }
 bool pt_has_error(void) { return g_error[0] != 0; }
 

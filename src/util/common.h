@@ -27,6 +27,12 @@ void pt_set_error(const char *fmt, ...) PT_PRINTF(1, 2);
 // Prepends context ("loading model dir X: ") to the current error.
 void pt_prefix_error(const char *fmt, ...) PT_PRINTF(1, 2);
 const char *pt_last_error(void);
+// Marks the error just set as one that may clear up when the operation is retried: an I/O error such as EIO,
+// ESTALE or ETIMEDOUT (err = the errno), not a missing, unreadable or malformed file. pt_set_error clears the
+// mark, pt_prefix_error keeps it. The trainer uses it to tell a restart worth trying (exit 1) from input that
+// will fail the same way (exit 2).
+void pt_mark_error_transient(int err);
+bool pt_last_error_transient(void);
 void pt_clear_error(void);
 bool pt_has_error(void);
 

@@ -13,7 +13,9 @@
 char *pt_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        pt_set_error("%s: cannot open: %s", path, strerror(errno));
+        const int e = errno;
+        pt_set_error("%s: cannot open: %s", path, strerror(e));
+        pt_mark_error_transient(e);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -27,11 +29,12 @@ char *pt_read_file(const char *path, size_t *len) {
         n += got;
         if (got == 0) break;
     }
-    int err = ferror(f);
+    const int err = ferror(f), e = errno;
     fclose(f);
     if (err) {
         free(buf);
-        pt_set_error("%s: read error", path);
+        pt_set_error("%s: read error: %s", path, strerror(e));
+        pt_mark_error_transient(e);
         return NULL;
     }
     buf[n] = 0;
@@ -158,7 +161,9 @@ int pt_map_file(const char *path, const void **map, size_t *size) {
     *size = 0;
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        pt_set_error("%s: cannot open: %s", path, strerror(errno));
+        const int e = errno;
+        pt_set_error("%s: cannot open: %s", path, strerror(e));
+        pt_mark_error_transient(e);
         return -1;
     }
     struct stat st;
@@ -171,7 +176,9 @@ int pt_map_file(const char *path, const void **map, size_t *size) {
     void *m = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     close(fd);
     if (n && m == MAP_FAILED) {
-        pt_set_error("%s: mmap failed: %s", path, strerror(errno));
+        const int e = errno;
+        pt_set_error("%s: mmap failed: %s", path, strerror(e));
+        pt_mark_error_transient(e);
         return -1;
     }
     *map = m;
