@@ -37,10 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_dir[0]) setup();
     char path[300];
     snprintf(path, sizeof path, "%s/checkpoint.json", g_dir);
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (size) fwrite(data, 1, size, f);
-    fclose(f);
+    fuzz_write_file(path, data, size);
     ckpt *c = ckpt_open(g_dir);
     if (!c) return 0;
     cJSON *d = ckpt_describe(c);

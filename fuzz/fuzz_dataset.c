@@ -33,10 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_dir[0]) setup();
     char path[300];
     snprintf(path, sizeof path, "%s/dataset.json", g_dir);
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (size) fwrite(data, 1, size, f);
-    fclose(f);
+    fuzz_write_file(path, data, size);
     pt_loader_config c = {.data_path = path, .seq_len = 4, .rows_per_step = 2, .dp_rank = 0, .dp_world = 1,
                           .mode = PT_LOADER_PADDED, .model_vocab = 64};
     pt_loader *l = pt_loader_open(&c);
