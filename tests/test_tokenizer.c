@@ -399,6 +399,29 @@ static void test_errors(void) {
     CHECK(tokenizer_load_json("{\"model\": ", 10, "trunc.json") == NULL && strstr(pt_last_error(), "trunc.json"),
           "malformed: %s", pt_last_error());
     CHECK(tokenizer_load_json("[1,2]", 5, "arr.json") == NULL && strstr(pt_last_error(), "object"), "array top");
+    {  // a vocabulary token cut inside a UTF-8 sequence (ASan: read past the token string; found by fuzzing)
+        size_t n;
+        char *path = test_source_path("tests/fixtures/tokenizer/mini_added.json");
+        char *text = pt_read_file(path, &n);
+        char *v = text ? strstr(text, "\"vocab\"") : NULL;
+        char *brace = v ? strchr(v, '{') : NULL;
+        CHECK(brace != NULL, "mini_added.json has a vocab object");
+        if (brace) {
+            static const char bad[] = "\"\xe4\xbd\": 99999, ";
+            const size_t at = (size_t)(brace + 1 - text);
+            char *cut = malloc(n + sizeof bad);
+            memcpy(cut, text, at);
+            memcpy(cut + at, bad, sizeof bad - 1);
+            memcpy(cut + at + sizeof bad - 1, text + at, n - at);
+            pt_tokenizer *t = tokenizer_load_json(cut, n + sizeof bad - 1, "cut.json");
+            CHECK(t == NULL && strstr(pt_last_error(), "cut.json: not valid UTF-8 at byte"), "truncated UTF-8 token: %s",
+                  t ? "(loaded)" : pt_last_error());
+            tokenizer_free(t);
+            free(cut);
+        }
+        free(text);
+        free(path);
+    }
     CHECK(tokenizer_load_json("{}", 2, "empty.json") == NULL && strstr(pt_last_error(), "model"), "no model: %s",
           pt_last_error());
     expect_error("model.type", "\"WordPiece\"", "WordPiece");

@@ -1468,6 +1468,16 @@ pt_tokenizer *tokenizer_load_json(const char *json, size_t len, const char *name
         sscanf(t->sha_hex + 2 * i, "%2x", &v);
         t->sha[i] = (uint8_t)v;
     }
+    // HF's loader reads the file as UTF-8 text and refuses anything else; the vocabulary code below decodes
+    // token strings assuming complete UTF-8 sequences (a truncated one read past the string: found by fuzzing).
+    for (size_t i = 0, sub; i < len;) {
+        const size_t l = utf8_seq((const uint8_t *)json + i, len - i, &sub);
+        if (!l) {
+            pt_set_error("%s: not valid UTF-8 at byte %zu (tokenizer.json must be UTF-8 text)", name, i);
+            return load_fail(t, NULL);
+        }
+        i += l;
+    }
     cJSON *root = pt_json_parse(json, len, name);
     if (!root) return load_fail(t, NULL);
     if (!cJSON_IsObject(root)) {
