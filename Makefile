@@ -1,7 +1,7 @@
 # Thin wrapper over CMake/CTest. `make demo` and `make test` are the README's set-up.
 JOBS ?= $(shell nproc)
 BUILD ?= build
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 15
 
 .PHONY: all build deps data test test-fast test-asan fuzz fuzz-long demo bench clean
 

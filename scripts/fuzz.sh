@@ -4,7 +4,7 @@
 # to the repository).
 set -euo pipefail
 build=${1:-build-fuzz}
-secs=${2:-20}
+secs=${2:-15}
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
 for bin in "$build"/fuzz_*; do
