@@ -360,10 +360,11 @@ static void make_state_key(pt_loader *l) {
                       c->long_docs == PT_LOADER_TRUNCATE_LONG ? "truncate" : "split", c->group_by_bucket ? 1 : 0);
         for (int b = 0; b < l->nb; b++) n += snprintf(buf + n, sizeof buf - n, "%s%d", b ? "," : "", l->buckets[b]);
     }
-    // "wrap" keeps the key it had before epoch boundaries were configurable (old checkpoints resume)
-    if (l->hf)
-        n += snprintf(buf + n, sizeof buf - n, " epochs=hf micro=%llu drop_last=%d", (unsigned long long)l->M,
-                      c->drop_last ? 1 : 0);
+    // "wrap" keeps the key it had before epoch boundaries were configurable (old checkpoints resume). The
+    // micro-batch size changes the rows only with drop_last (so a checkpoint moves between layouts otherwise).
+    if (l->hf) n += snprintf(buf + n, sizeof buf - n, " epochs=hf");
+    if (l->hf && c->drop_last)
+        n += snprintf(buf + n, sizeof buf - n, " drop_last=1 micro=%llu", (unsigned long long)l->M);
     pt_sha256_hex(buf, (size_t)n, l->key);
 }
 

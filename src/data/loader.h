@@ -143,7 +143,8 @@ double pt_loader_last_padding_fraction(const pt_loader *l);
 int pt_loader_buckets(const pt_loader *l, const int **buckets);
 // sha256 (hex) of everything that defines the batch sequence except the rank
 // split: data sha256, mode, seq_len, rows_per_step, shuffle, seed, eos, buckets,
-// long-doc policy, grouping. Store it with the cursor (the step) in a
+// long-doc policy, grouping, "hf" epochs (and drop_last with the micro-batch
+// size); "wrap" has the key it had before epoch boundaries were configurable. Store it with the cursor (the step) in a
 // checkpoint; a resumed run whose key differs would read other batches.
 const char *pt_loader_state_key(const pt_loader *l);
 // The global row index (into the epoch's row set, < num_rows) served as row j

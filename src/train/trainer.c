@@ -245,10 +245,14 @@ static void checkpoint_epochs(const cJSON *st, int *eb, int *drop_last) {
 }
 
 // Resolves --epoch-boundary and --dataloader-drop-last: a resume takes the checkpoint's where not given (and a
-// given one that differs is refused), a fresh run defaults to hf without drop_last.
-static int resolve_epochs(pt_train_args *a) {
+// given one that differs is refused), a fresh run defaults to hf without drop_last. A resume's checkpoint is
+// opened (and verified) here, once: *resume_ckpt (NULL if there is none; then *open_error says why).
+static int resolve_epochs(pt_train_args *a, ckpt **resume_ckpt, char *open_error, size_t open_error_size) {
+    *resume_ckpt = NULL;
     if (a->resume_from_checkpoint) {
         ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        *resume_ckpt = c;
+        if (!c) snprintf(open_error, open_error_size, "%s", pt_last_error());
         if (c) {
             int eb, dl;
             checkpoint_epochs(ckpt_state(c), &eb, &dl);
@@ -261,12 +265,10 @@ static int resolve_epochs(pt_train_args *a) {
                              "checkpoint's)", ckpt_dir(c), pt_epoch_boundary_name(eb),
                              dl ? " --dataloader-drop-last" : "", pt_epoch_boundary_name(a->epoch_boundary),
                              a->dataloader_drop_last > 0 ? " --dataloader-drop-last" : "");
-                ckpt_close(c);
                 return -1;
             }
-            ckpt_close(c);
         }
-        pt_clear_error();  // no checkpoint: the resume itself reports it
+        pt_clear_error();  // no checkpoint: the resume below reports it
     }
     if (a->epoch_boundary == PT_EPOCHS_UNSET) a->epoch_boundary = PT_EPOCHS_HF;
     if (a->dataloader_drop_last < 0) a->dataloader_drop_last = 0;
@@ -593,6 +595,9 @@ int pt_train(const pt_train_args *args) {
     int32_t *ids = NULL, *labels = NULL;
     char *mpath = NULL;
     char *ckpt_record = NULL;
+    ckpt *resume_ckpt = NULL;  // the checkpoint a resume starts from (resolve_epochs)
+    char resume_open_error[1024] = "";
+    double resume_open_s = 0;
     pt_run_hashes hashes;
     memset(&hashes, 0, sizeof hashes);
     int setup_ok = 0;
@@ -603,10 +608,12 @@ int pt_train(const pt_train_args *args) {
         g_usage_error = 1;
         goto setup_done;
     }
-    if (resolve_epochs(&resolved) != 0) {
+    resume_open_s = pt_now_s();
+    if (resolve_epochs(&resolved, &resume_ckpt, resume_open_error, sizeof resume_open_error) != 0) {
         g_usage_error = 1;
         goto setup_done;
     }
+    resume_open_s = pt_now_s() - resume_open_s;
     if (world) {
         // Rank 0 alone looks at the output dir; the others must learn of a refusal now, before the
         // collectives of the set-up below would wait for rank 0 until the start-up timeout.
@@ -710,9 +717,13 @@ setup_done:
     double restore_time = -1;
     if (a->resume_from_checkpoint) {
         const double tr = pt_now_s();
-        ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        ckpt *c = resume_ckpt;  // opened and verified by resolve_epochs
+        resume_ckpt = NULL;
         // no valid checkpoint there: another attempt cannot succeed (exit 2, so --supervise does not retry it)
-        if (!c) g_usage_error = 1;
+        if (!c) {
+            g_usage_error = 1;
+            pt_set_error("%s", resume_open_error);
+        }
         start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
         if (world) {  // every rank must have restored its shards; rank 0 names the one that did not
             if (startup_agree(world, start_step >= 0, a) != 0) {
@@ -723,7 +734,7 @@ setup_done:
             if (c) ckpt_close(c);
             goto done;
         }
-        restore_time = pt_now_s() - tr;
+        restore_time = pt_now_s() - tr + resume_open_s;
         const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ckpt_state(c), "metrics_record");
         if (cJSON_IsString(mr)) ckpt_record = pt_strdup(mr->valuestring);
         if (!a->quiet && rank == 0)
@@ -1094,6 +1105,7 @@ done:
         pt_comm_barrier(world);
         g_error_elsewhere = 1;
     }
+    if (resume_ckpt) ckpt_close(resume_ckpt);
     free(ckpt_record);
     if (metrics) fclose(metrics);
     free(mpath);
