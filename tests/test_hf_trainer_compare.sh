@@ -78,6 +78,15 @@ check 1 "early-step (first 10) loss rel diff" -- "$B" compare "$F" "$T/lr" --for
 #                        averages portatrain's per-step losses over the same steps); batch 1 x accumulation 4,
 #                        warm-up 4 + constant_with_warmup, betas 0.8/0.95, epsilon 1e-6, no clipping
 #                        (--max-grad-norm 0), wd 0.01.
+#   hf_trainer_epochs:   HF's own DataLoader (tools/hf_trainer_run.py --epoch-boundary hf): 40 rows, batch 3 x
+#                        accumulation 4, so rows per step (12) do not divide the rows, an epoch ends with a short
+#                        micro-batch and a step of 2 micro-batches, 10 steps over 2.5 epochs; portatrain's default
+#                        epoch boundaries (hf) must match, `--epoch-boundary wrap` must be REJECTED.
+#   hf_trainer_drop_last: the same with dataloader_drop_last and num_train_epochs 2.5 (HF resolves max_steps).
+#   hf_trainer_padded_epochs: padded mode, 50 rows, batch 3 x accumulation 2 (9 steps per epoch, the last one
+#                        micro-batch of 2 rows), 20 steps.
+# The first three ran on an IterableDataset in portatrain's wrap order; their rows per step divide the rows
+# (or the run ends within the first epoch), where wrap and hf give the same batches.
 extra() {
     local name=$1 X="$S/tests/fixtures/compare/$1"
     python3 - "$X/hf_run.json" "$T/m/config.json" "$T/m/model.safetensors" "$DATA" <<'PY' || { echo "FAIL: $name: frozen inputs differ from the HF run's"; fail=1; return; }
@@ -93,8 +102,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 keys = ["seq_len", "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate",
         "warmup_steps", "lr_scheduler_type", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
-        "max_grad_norm", "seed", "data_mode"]
-print(" ".join(f"--{k.replace('_', '-')} {r[k]!r}".replace("'", "") for k in keys))
+        "max_grad_norm", "seed", "data_mode", "epoch_boundary"]
+if r["max_steps"] <= 0:  # HF resolved it from num_train_epochs: so must portatrain
+    keys[keys.index("max_steps")] = "num_train_epochs"
+flags = " ".join(f"--{k.replace('_', '-')} {r[k]!r}".replace("'", "") for k in keys if k in r)
+print(flags + (" --dataloader-drop-last" if r.get("dataloader_drop_last") else ""))
 PY
 ) || { fail=1; return; }
     local data=$DATA
@@ -113,6 +125,7 @@ json.dump({"format": "portatrain-dataset", "version": 1, "tokenizer_sha256": "",
 PY
     fi
     echo "$name flags: $flags"
+    LAST_FLAGS=$flags
     "$B" train --backend cpu-ref --model "$T/m" --data "$data" --output-dir "$T/x_$name" $flags --quiet \
         >"$T/x_$name.log" 2>&1 || { echo "FAIL: $name: train failed"; cat "$T/x_$name.log"; fail=1; return; }
     check 0 "verdict: ACCEPTED" -- "$B" compare "$X" "$T/x_$name" --format-a hf --json "$T/x_$name.json"
@@ -130,9 +143,24 @@ print(f"measured ({sys.argv[4]}): steps {ps['n']}, loss max rel {ps['max_rel_dif
       f" step-1 loss {r['step0']['loss_rel_diff']:.3g}, grad norm max rel {gn:.3g}, lr max rel {lr:.3g}")
 ok = (ps["n"] == len(hf) and r["step0"]["loss_rel_diff"] < 1e-6 and ps["max_rel_diff"] < 1e-5 and gn < 1e-4
       and lr <= 1e-12)
+run = json.load(open(sys.argv[1].replace("trainer_state.json", "hf_run.json")))
+if run.get("epoch_boundary") == "hf":
+    # HF's own epochs: as many steps as HF made (num_train_epochs resolved the same way), the same "epoch" field
+    n_pt, n_hf = len(pt), json.load(open(sys.argv[1]))["max_steps"]
+    ep = max(abs(pt[e["step"]]["epoch"] - e["epoch"]) for e in hf)
+    print(f"measured ({sys.argv[4]}): portatrain steps {n_pt}, HF steps {n_hf}, epoch field max abs diff {ep:.3g}")
+    ok = ok and n_pt == n_hf and ep < 1e-6
 sys.exit(0 if ok else 1)
 PY
 }
 extra hf_trainer_padded
 extra hf_trainer_windowed
+extra hf_trainer_epochs
+EPOCH_FLAGS=$LAST_FLAGS
+extra hf_trainer_drop_last
+extra hf_trainer_padded_epochs
+# The same run with the old semantics (full steps straddling epochs) reads other rows from step 4 on: REJECTED.
+"$B" train --backend cpu-ref --model "$T/m" --data "$DATA" --output-dir "$T/wrap" --quiet ${EPOCH_FLAGS/--epoch-boundary hf/} \
+    --epoch-boundary wrap >/dev/null 2>&1 || { echo "FAIL: wrap train failed"; fail=1; }
+check 1 "first at step 4" -- "$B" compare "$S/tests/fixtures/compare/hf_trainer_epochs" "$T/wrap" --format-a hf
 exit $fail

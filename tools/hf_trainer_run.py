@@ -33,6 +33,15 @@ step is their sum, the mean over the step's targets, which is portatrain's loss.
 inputs, the usual HF convention) must be present for the model to compute a loss at all; it is not
 used when `shift_labels` is given.
 The examples come from an IterableDataset in that order, so the Trainer's sampler cannot shuffle them.
+
+`--epoch-boundary hf` (portatrain's default since it exists; the above is `wrap`): the Trainer gets a
+map-style Dataset of the R rows of one epoch and builds its own DataLoader with a SequentialSampler
+(`train_sampling_strategy="sequential"`), so HF itself decides the epochs: ceil(R / batch) micro-batches
+per epoch (floor with `--dataloader-drop-last`), the last one short, num_update_steps_per_epoch =
+ceil(micro-batches / accumulation), the last step of an epoch with the remaining micro-batches, the next
+epoch from row 0 again, and `--num-train-epochs` resolved by HF (max_steps -1). Padded rows are padded to
+T (the largest bucket) by the dataset: portatrain pads a step to its bucket; trailing padding with labels
+-100 changes no number but the summation order.
 """
 import argparse
 import hashlib
@@ -76,7 +85,7 @@ def main():
     ap.add_argument("--data", required=True, help="a portatrain v1 token shard (one .bin file)")
     ap.add_argument("--output-dir", required=True)
     ap.add_argument("--seq-len", type=int, required=True)
-    ap.add_argument("--max-steps", type=int, required=True)
+    ap.add_argument("--max-steps", type=int, required=True, help="-1 with --num-train-epochs")
     ap.add_argument("--per-device-train-batch-size", type=int, default=8)
     ap.add_argument("--gradient-accumulation-steps", type=int, default=1)
     # Defaults: portatrain train's (pt_train_args_defaults in src/train/trainer.c), the same as
@@ -100,10 +109,19 @@ def main():
                          "documents split)")
     ap.add_argument("--eos-id", type=int, default=None,
                     help="padded mode: the end-of-document id (portatrain takes it from dataset.json's eos_id)")
+    ap.add_argument("--epoch-boundary", default="wrap", choices=["wrap", "hf"],
+                    help="wrap: the IterableDataset above (portatrain --epoch-boundary wrap); hf: HF's own "
+                         "DataLoader over one epoch's rows (portatrain's default)")
+    ap.add_argument("--dataloader-drop-last", action="store_true", help="TrainingArguments.dataloader_drop_last "
+                    "(needs --epoch-boundary hf)")
+    ap.add_argument("--num-train-epochs", type=float, default=None,
+                    help="--epoch-boundary hf: train this many epochs (HF resolves max_steps; give --max-steps -1)")
     ap.add_argument("--logging-steps", type=int, default=1,
                     help="TrainingArguments.logging_steps: HF logs the loss averaged over the steps since its "
                          "last log (portatrain's metrics.jsonl has every step)")
     args = ap.parse_args()
+    if args.epoch_boundary == "wrap" and (args.dataloader_drop_last or args.num_train_epochs or args.max_steps <= 0):
+        sys.exit("--dataloader-drop-last and --num-train-epochs need --epoch-boundary hf; wrap needs --max-steps")
 
     import numpy as np
     import torch
@@ -183,11 +201,40 @@ def main():
     if args.data_mode == "packed":
         dataset = Windows()
 
+    if args.epoch_boundary == "hf":
+        from torch.utils.data import Dataset
+
+        class EpochRows(Dataset):
+            """One epoch's R rows (windows, or padded pieces padded to T); HF's DataLoader cuts the epochs."""
+
+            def __len__(self):
+                return R
+
+            def __getitem__(self, i):
+                if args.data_mode == "packed":
+                    w = tokens[i * T:i * T + T + 1]
+                    ids = torch.from_numpy(np.ascontiguousarray(w[:T]))
+                    return {"input_ids": ids, "labels": ids.clone(),
+                            "shift_labels": torch.from_numpy(np.ascontiguousarray(w[1:T + 1]))}
+                p, n = pieces[i]
+                ids = np.full(T, eos, dtype=np.int64)
+                lab = np.full(T, -100, dtype=np.int64)
+                ids[:n] = tokens[p:p + n]
+                lab[:n] = tokens[p + 1:p + n + 1]
+                ids = torch.from_numpy(ids)
+                return {"input_ids": ids, "labels": ids.clone(), "shift_labels": torch.from_numpy(lab)}
+
+        dataset = EpochRows()
+
     def collate(rows):
         return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
 
     model = Qwen3ForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
     extra = {"optim": args.optim} if args.optim else {}
+    if args.epoch_boundary == "hf":
+        extra.update(train_sampling_strategy="sequential", dataloader_drop_last=args.dataloader_drop_last)
+        if args.num_train_epochs:
+            extra["num_train_epochs"] = args.num_train_epochs
     targs = TrainingArguments(
         output_dir=args.output_dir, max_steps=args.max_steps,
         per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
@@ -213,6 +260,8 @@ def main():
                      f"(fused={opt.defaults.get('fused')}, foreach={opt.defaults.get('foreach')})",
         "decay_parameters": sorted(trainer.get_decay_parameter_names(model)),
         "num_windows": R,  # padded mode: the number of pieces (rows)
+        "hf_max_steps": trainer.state.max_steps,  # as HF resolved it (--num-train-epochs)
+        "hf_num_train_epochs": trainer.state.num_train_epochs,
         "num_tokens": int(len(tokens)),
         # the frozen inputs, so a later portatrain run can check it trains on the same bytes
         "sha256": {name: sha256_file(path) for name, path in (

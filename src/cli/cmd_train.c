@@ -45,6 +45,11 @@ static void help(void) {
            "                                     previous line, as HF logs it (metrics.jsonl: every step's)\n"
            "  --shuffle                          shuffle rows with a seeded permutation per epoch\n"
            "  --data-mode packed|padded          packed windows (default) or one document per row\n"
+           "  --epoch-boundary hf|wrap           hf (default): as HF's Trainer, each epoch starts at its first\n"
+           "                                     row and ends with a short last step; wrap: full steps that may\n"
+           "                                     straddle epochs (runs before this option). A resume takes the\n"
+           "                                     checkpoint's unless given\n"
+           "  --dataloader-drop-last             HF's: drop each epoch's incomplete last micro-batch (needs hf)\n"
            "  --save-steps N|auto                checkpoint every N steps (0: never); auto: a probe save after\n"
            "                                     5 steps, then Daly's optimum interval for --mtbf-hours\n"
            "  --save-strategy S                  HF's: no (never) | steps (every --save-steps; 500 unless\n"
@@ -252,6 +257,13 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(o, "--bf16")) a.precision = argp_flag(&p) ? "bf16" : "fp32";
         else if (!strcmp(o, "--tf32")) a.tf32 = argp_flag(&p);
         else if (!strcmp(o, "--shuffle")) a.shuffle = argp_flag(&p);
+        else if (!strcmp(o, "--epoch-boundary")) {
+            const char *v = argp_value(&p);
+            if (!strcmp(v, "hf")) a.epoch_boundary = PT_EPOCHS_HF;
+            else if (!strcmp(v, "wrap")) a.epoch_boundary = PT_EPOCHS_WRAP;
+            else return cli_usage_error("train", "--epoch-boundary must be hf or wrap");
+        }
+        else if (!strcmp(o, "--dataloader-drop-last")) a.dataloader_drop_last = argp_flag(&p) ? 1 : 0;
         else if (!strcmp(o, "--data-mode")) {
             const char *v = argp_value(&p);
             if (!strcmp(v, "padded")) a.padded = true;

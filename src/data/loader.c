@@ -15,7 +15,7 @@
 
 typedef struct {
     uint64_t epoch;
-    uint32_t *order;  // rows_per_epoch entries
+    uint32_t *order;  // order_len entries
     bool valid;
 } epoch_cache;
 
@@ -28,7 +28,12 @@ struct pt_loader {
     char sha[65];
     char key[65];
     uint64_t nrows;  // windows or pieces
-    uint64_t R;      // rows per epoch
+    uint64_t R;      // rows per epoch ("wrap"); "hf": num rows
+    bool hf;         // "hf" epoch boundaries
+    uint64_t M;      // "hf": rows per micro-batch
+    uint64_t U;      // "hf": rows used per epoch (R, or floor(R/M)*M with drop_last)
+    uint64_t S;      // steps per epoch
+    uint64_t order_len;  // entries of a cached epoch order
     // padded mode
     uint32_t eos;
     int nb;
@@ -43,6 +48,7 @@ struct pt_loader {
     uint64_t *grow;     // rows_per_step row ids of the current step
     uint64_t pad_positions, all_positions;
     double last_pad;
+    int last_real;
 };
 
 // ---------------------------------------------------------------- token stream
@@ -109,6 +115,8 @@ static int bucket_index(const pt_loader *l, uint32_t len) {
 
 static bool grouped(const pt_loader *l) { return l->cfg.mode == PT_LOADER_PADDED && l->cfg.group_by_bucket; }
 
+#define NO_ROW32 UINT32_MAX
+
 static void build_order(const pt_loader *l, uint64_t epoch, uint32_t *out) {
     const uint64_t n = l->nrows;
     if (!grouped(l)) {
@@ -123,13 +131,16 @@ static void build_order(const pt_loader *l, uint64_t epoch, uint32_t *out) {
     uint64_t count[PT_LOADER_MAX_BUCKETS + 1] = {0};
     for (uint64_t i = 0; i < n; i++) count[bucket_index(l, l->piece_len[base[i]]) + 1]++;
     for (int b = 0; b < l->nb; b++) count[b + 1] += count[b];
-    uint32_t *sorted = pt_malloc(l->R * sizeof *sorted);
+    uint32_t *sorted = pt_malloc(l->order_len * sizeof *sorted);
     for (uint64_t i = 0; i < n; i++) sorted[count[bucket_index(l, l->piece_len[base[i]])]++] = base[i];
-    for (uint64_t i = n; i < l->R; i++) sorted[i] = sorted[i - n];  // complete the last batch (R - n < B <= ... )
+    if (l->hf)  // no completion: positions from U on (the dropped tail, the short last batch's rest) are empty
+        for (uint64_t i = l->U; i < l->order_len; i++) sorted[i] = NO_ROW32;
+    else
+        for (uint64_t i = n; i < l->R; i++) sorted[i] = sorted[i - n];  // complete the last batch (R - n < B <= ... )
     free(base);
-    const uint64_t B = (uint64_t)l->cfg.rows_per_step, nbatch = l->R / B;
+    const uint64_t B = (uint64_t)l->cfg.rows_per_step, nbatch = l->order_len / B;
     if (!l->cfg.shuffle) {
-        memcpy(out, sorted, l->R * sizeof *out);
+        memcpy(out, sorted, l->order_len * sizeof *out);
     } else {
         uint32_t *perm = pt_malloc(nbatch * sizeof *perm);
         philox_permutation(perm, nbatch, l->cfg.seed, STREAM_BATCHES, epoch);
@@ -146,7 +157,7 @@ static const uint32_t *epoch_order(pt_loader *l, uint64_t epoch) {
         if (l->cache[i].valid && l->cache[i].epoch == epoch) return l->cache[i].order;
     epoch_cache *c = &l->cache[l->cache_next];
     l->cache_next ^= 1;
-    if (!c->order) c->order = pt_malloc(l->R * sizeof *c->order);
+    if (!c->order) c->order = pt_malloc(l->order_len * sizeof *c->order);
     build_order(l, epoch, c->order);
     c->epoch = epoch;
     c->valid = true;
@@ -154,10 +165,19 @@ static const uint32_t *epoch_order(pt_loader *l, uint64_t epoch) {
 }
 
 uint64_t pt_loader_row_of(pt_loader *l, uint64_t step, int j) {
-    uint64_t g = step * (uint64_t)l->cfg.rows_per_step + (uint64_t)j;
-    uint64_t e = g / l->R, p = g % l->R;
+    uint64_t e, p;
+    if (l->hf) {
+        e = step / l->S;
+        p = (step % l->S) * (uint64_t)l->cfg.rows_per_step + (uint64_t)j;
+        if (!grouped(l) && p >= l->U) return PT_LOADER_NO_ROW;
+    } else {
+        uint64_t g = step * (uint64_t)l->cfg.rows_per_step + (uint64_t)j;
+        e = g / l->R;
+        p = g % l->R;
+    }
     const uint32_t *order = epoch_order(l, e);
-    return order ? order[p] : p;
+    if (!order) return p;
+    return order[p] == NO_ROW32 && l->hf ? PT_LOADER_NO_ROW : order[p];
 }
 
 // ---------------------------------------------------------------- opening
@@ -341,6 +361,11 @@ static void make_state_key(pt_loader *l) {
                       c->long_docs == PT_LOADER_TRUNCATE_LONG ? "truncate" : "split", c->group_by_bucket ? 1 : 0);
         for (int b = 0; b < l->nb; b++) n += snprintf(buf + n, sizeof buf - n, "%s%d", b ? "," : "", l->buckets[b]);
     }
+    // "wrap" keeps the key it had before epoch boundaries were configurable (old checkpoints resume). The
+    // micro-batch size changes the rows only with drop_last (so a checkpoint moves between layouts otherwise).
+    if (l->hf) n += snprintf(buf + n, sizeof buf - n, " epochs=hf");
+    if (l->hf && c->drop_last)
+        n += snprintf(buf + n, sizeof buf - n, " drop_last=1 micro=%llu", (unsigned long long)l->M);
     pt_sha256_hex(buf, (size_t)n, l->key);
 }
 
@@ -386,8 +411,34 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
         }
     }
     const uint64_t B = (uint64_t)cfg->rows_per_step;
-    l->R = grouped(l) ? (l->nrows + B - 1) / B * B : l->nrows;
-    if ((cfg->shuffle || grouped(l)) && l->R > UINT32_MAX) {
+    if (cfg->epochs == PT_LOADER_EPOCHS_HF) {
+        l->hf = true;
+        l->M = cfg->micro_rows > 0 ? (uint64_t)cfg->micro_rows : B;
+        if (B % l->M != 0) {
+            pt_set_error("data loader: %llu rows per step are not a whole number of micro-batches of %llu rows",
+                         (unsigned long long)B, (unsigned long long)l->M);
+            goto fail;
+        }
+        l->R = l->nrows;
+        l->U = cfg->drop_last ? l->nrows / l->M * l->M : l->nrows;
+        if (l->U == 0) {
+            pt_set_error("%s: %llu rows per epoch make no complete micro-batch of %llu rows: with dataloader_drop_last "
+                         "nothing is left to train on", cfg->data_path, (unsigned long long)l->nrows,
+                         (unsigned long long)l->M);
+            goto fail;
+        }
+        l->S = (l->U + B - 1) / B;
+        l->order_len = grouped(l) ? l->S * B : l->nrows;
+    } else {
+        if (cfg->drop_last) {
+            pt_set_error("data loader: drop_last needs \"hf\" epoch boundaries (\"wrap\" has no last batch)");
+            goto fail;
+        }
+        l->R = grouped(l) ? (l->nrows + B - 1) / B * B : l->nrows;
+        l->S = (l->R + B - 1) / B;
+        l->order_len = l->R;
+    }
+    if ((cfg->shuffle || grouped(l)) && l->order_len >= UINT32_MAX) {
         pt_set_error("%s: %llu rows per epoch exceed the shuffler's limit of 2^32-1", cfg->data_path,
                      (unsigned long long)l->R);
         goto fail;
@@ -419,14 +470,20 @@ void pt_loader_free(pt_loader *l) {
 int pt_loader_local_rows(const pt_loader *l) { return l->cfg.rows_per_step / l->cfg.dp_world; }
 uint64_t pt_loader_num_rows(const pt_loader *l) { return l->nrows; }
 const char *pt_loader_data_sha256(const pt_loader *l) { return l->sha; }
-uint64_t pt_loader_rows_per_epoch(const pt_loader *l) { return l->R; }
+uint64_t pt_loader_rows_per_epoch(const pt_loader *l) { return l->hf ? l->U : l->R; }
 uint64_t pt_loader_epoch_of_step(const pt_loader *l, uint64_t step) {
+    if (l->hf) return step / l->S;
     return step * (uint64_t)l->cfg.rows_per_step / l->R;
 }
-uint64_t pt_loader_steps_per_epoch(const pt_loader *l) {
-    uint64_t B = (uint64_t)l->cfg.rows_per_step;
-    return (l->R + B - 1) / B;
+uint64_t pt_loader_steps_per_epoch(const pt_loader *l) { return l->S; }
+double pt_loader_epochs_done(const pt_loader *l, uint64_t steps) {
+    if (!l->hf) return (double)steps * l->cfg.rows_per_step / (double)l->R;
+    // HF: epoch + (micro-batches done in it) / len(dataloader)
+    const uint64_t e = steps / l->S, k = steps % l->S, A = (uint64_t)l->cfg.rows_per_step / l->M;
+    const uint64_t L = (l->U + l->M - 1) / l->M;
+    return (double)e + (double)(k * A) / (double)L;
 }
+int pt_loader_last_real_rows(const pt_loader *l) { return l->last_real; }
 uint64_t pt_loader_num_tokens(const pt_loader *l) { return l->ntok; }
 uint64_t pt_loader_num_documents(const pt_loader *l) { return l->ndocs; }
 double pt_loader_padding_fraction(const pt_loader *l) {
@@ -447,8 +504,18 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
     const int T = l->cfg.seq_len, B = l->cfg.rows_per_step;
     const int local = pt_loader_local_rows(l), first = l->cfg.dp_rank * local;
     if (l->cfg.mode == PT_LOADER_PACKED) {
+        int real = B;
+        if (l->hf)  // the global batch's rows (the same on every rank)
+            for (int j = 0; j < B; j++) real -= pt_loader_row_of(l, step, j) == PT_LOADER_NO_ROW;
         for (int r = 0; r < local; r++) {
             uint64_t w = pt_loader_row_of(l, step, first + r);
+            if (w == PT_LOADER_NO_ROW) {  // an empty row: no target
+                for (int t = 0; t < T; t++) {
+                    inputs[(size_t)r * T + t] = 0;
+                    labels[(size_t)r * T + t] = -100;
+                }
+                continue;
+            }
             copy_tokens(l, w * (uint64_t)T, (uint64_t)T + 1, l->scratch);
             for (int t = 0; t < T; t++) {
                 inputs[(size_t)r * T + t] = (int32_t)l->scratch[t];
@@ -456,7 +523,9 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
             }
         }
         *row_len = T;
-        l->last_pad = 0.0;
+        l->last_real = real;
+        l->last_pad = (double)(B - real) / (double)B;
+        l->pad_positions += (uint64_t)(B - real) * (uint64_t)T;
         l->all_positions += (uint64_t)B * (uint64_t)T;
         return 0;
     }
@@ -464,8 +533,11 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
     // (and every dp world size) uses the same shape.
     uint32_t maxlen = 0;
     uint64_t content = 0;
+    int real = 0;
     for (int j = 0; j < B; j++) {
         l->grow[j] = pt_loader_row_of(l, step, j);
+        if (l->grow[j] == PT_LOADER_NO_ROW) continue;  // an empty row: all padding
+        real++;
         uint32_t len = l->piece_len[l->grow[j]];
         content += len;
         if (len > maxlen) maxlen = len;
@@ -477,8 +549,8 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
     l->last_pad = (double)(positions - content) / (double)positions;
     for (int r = 0; r < local; r++) {
         uint64_t piece = l->grow[first + r];
-        uint32_t len = l->piece_len[piece];
-        copy_tokens(l, l->piece_start[piece], (uint64_t)len + 1, l->scratch);
+        uint32_t len = piece == PT_LOADER_NO_ROW ? 0 : l->piece_len[piece];
+        if (len) copy_tokens(l, l->piece_start[piece], (uint64_t)len + 1, l->scratch);
         int32_t *in = inputs + (size_t)r * L, *lab = labels + (size_t)r * L;
         for (uint32_t t = 0; t < len; t++) {
             in[t] = (int32_t)l->scratch[t];
@@ -490,5 +562,6 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
         }
     }
     *row_len = L;
+    l->last_real = real;
     return 0;
 }

@@ -6,9 +6,25 @@
 // concatenation over ranks is the same for any W, and the cursor is just the
 // step number (restoring it = asking for step k in a new loader).
 //
-// Rows. Global row g of the run (g = s*B + j, B = rows_per_step) is position
-// p = g mod R of epoch e = g div R, where R is the number of rows per epoch
-// (pt_loader_rows_per_epoch). The row read there is order_e[p]:
+// Epoch boundaries (cfg.epochs):
+//   - PT_LOADER_EPOCHS_HF (what `portatrain train` uses by default): as Hugging
+//     Face's Trainer with a DataLoader (single process, unshuffled sampler). An
+//     epoch is cut into micro-batches of M = micro_rows rows (the last one short
+//     unless R divides by M; dropped with drop_last), and those into optimizer
+//     steps of A = rows_per_step / M micro-batches (the epoch's last step holds
+//     fewer when the micro-batches do not divide by A). Steps per epoch
+//     S = ceil(U / B), U = rows used per epoch (R, or floor(R/M)*M with
+//     drop_last). Row j of step s is position p = (s mod S)*B + j of epoch
+//     s div S; positions p >= U hold no row (PT_LOADER_NO_ROW): the batch
+//     gets an empty row there (labels all -100, inputs the EOS id in padded
+//     mode, else 0), so shapes stay fixed and the row adds nothing to the loss
+//     or the gradient. Every epoch starts at its position 0.
+//   - PT_LOADER_EPOCHS_WRAP (the behaviour before "hf" existed, the zero
+//     value): global row g = s*B + j is position p = g mod R of epoch g div R;
+//     batches are always full and a step may straddle two epochs.
+//
+// Rows. Position p of epoch e (R = rows per epoch, pt_loader_rows_per_epoch)
+// reads row order_e[p]:
 //   - unshuffled: order_e is the identity (the same every epoch);
 //   - shuffled: order_e is a Fisher-Yates permutation driven by Philox
 //     (util/philox.h) keyed by (seed, epoch): a pure function of (seed, epoch),
@@ -35,7 +51,10 @@
 // stably sorted by bucket, cut into batches of B rows, the last batch
 // completed with the first rows of the epoch (so R is a multiple of B), and the
 // batches put in a Philox-permuted order if shuffled. Steps then never straddle
-// epochs and mostly hold rows of one bucket (little padding).
+// epochs and mostly hold rows of one bucket (little padding). Under "hf" the
+// last batch is NOT completed (every row once per epoch, as HF): the sorted list
+// is cut into S batches of B positions, positions >= U empty, and the S batches
+// permuted if shuffled (so the short batch may come anywhere in the epoch).
 //
 // Layout: inputs and labels are dense [local_rows x row_len] int32 (row stride
 // row_len); the buffers must hold local_rows x seq_len.
@@ -45,6 +64,9 @@
 
 typedef enum { PT_LOADER_PACKED = 0, PT_LOADER_PADDED = 1 } pt_loader_mode;
 typedef enum { PT_LOADER_SPLIT_LONG = 0, PT_LOADER_TRUNCATE_LONG = 1 } pt_loader_long_docs;
+typedef enum { PT_LOADER_EPOCHS_WRAP = 0, PT_LOADER_EPOCHS_HF = 1 } pt_loader_epochs;
+// pt_loader_row_of's value for a position that holds no row ("hf" epochs).
+#define PT_LOADER_NO_ROW UINT64_MAX
 
 #define PT_LOADER_MAX_BUCKETS 32
 
@@ -59,6 +81,10 @@ typedef struct {
     bool shuffle;
     uint64_t seed;
     uint32_t model_vocab;   // every id must be < this (0: only the shards' own vocab is checked)
+    // ---- epoch boundaries (see above) ----
+    pt_loader_epochs epochs;
+    int micro_rows;         // "hf": global rows per micro-batch (batch x data ranks); 0 = rows_per_step
+    bool drop_last;         // "hf": drop each epoch's incomplete last micro-batch (HF dataloader_drop_last)   // every id must be < this (0: only the shards' own vocab is checked)
     // ---- padded mode (ignored in packed mode) ----
     // End-of-document id; 0 = take "eos_id" from dataset.json (a bare shard has
     // none: then it must be given). Token id 0 cannot serve as the EOS.
@@ -90,13 +116,21 @@ uint64_t pt_loader_num_rows(const pt_loader *l);
 const char *pt_loader_data_sha256(const pt_loader *l);
 
 // ---- additions ----
-// Rows per epoch R (= num_rows, or num_rows rounded up to a multiple of
-// rows_per_step with group_by_bucket).
+// Rows per epoch R: "wrap": num_rows, or num_rows rounded up to a multiple of
+// rows_per_step with group_by_bucket; "hf": the rows used per epoch U (num_rows,
+// less the dropped incomplete micro-batch with drop_last).
 uint64_t pt_loader_rows_per_epoch(const pt_loader *l);
 // Epoch of the first row of `step`.
 uint64_t pt_loader_epoch_of_step(const pt_loader *l, uint64_t step);
-// Steps per epoch (rows per epoch / rows per step, rounded up).
+// Steps per epoch (rows per epoch / rows per step, rounded up; "hf": HF's
+// num_update_steps_per_epoch = ceil(ceil(U / M) / A) = ceil(U / B)).
 uint64_t pt_loader_steps_per_epoch(const pt_loader *l);
+// Epochs done after `steps` steps, as HF logs "epoch": "hf": e + (micro-batches
+// of epoch e done) / (micro-batches per epoch); "wrap": steps x B / R.
+double pt_loader_epochs_done(const pt_loader *l, uint64_t steps);
+// Rows of the global batch of the last pt_loader_batch call that hold a row
+// (rows_per_step unless "hf" epochs gave it empty rows; the same on every rank).
+int pt_loader_last_real_rows(const pt_loader *l);
 uint64_t pt_loader_num_tokens(const pt_loader *l);
 // Documents found (padded mode: by EOS; packed mode: 0, documents are not scanned).
 uint64_t pt_loader_num_documents(const pt_loader *l);
@@ -109,9 +143,11 @@ double pt_loader_last_padding_fraction(const pt_loader *l);
 int pt_loader_buckets(const pt_loader *l, const int **buckets);
 // sha256 (hex) of everything that defines the batch sequence except the rank
 // split: data sha256, mode, seq_len, rows_per_step, shuffle, seed, eos, buckets,
-// long-doc policy, grouping. Store it with the cursor (the step) in a
+// long-doc policy, grouping, "hf" epochs (and drop_last with the micro-batch
+// size); "wrap" has the key it had before epoch boundaries were configurable. Store it with the cursor (the step) in a
 // checkpoint; a resumed run whose key differs would read other batches.
 const char *pt_loader_state_key(const pt_loader *l);
 // The global row index (into the epoch's row set, < num_rows) served as row j
-// of step `step` (0 <= j < rows_per_step). For tests and tools.
+// of step `step` (0 <= j < rows_per_step), or PT_LOADER_NO_ROW (an empty row,
+// "hf" epochs). For tests and tools.
 uint64_t pt_loader_row_of(pt_loader *l, uint64_t step, int j);

@@ -89,7 +89,18 @@ static cJSON *load_json_in(const char *dir, const char *name) {
     free(b);
     return j;
 }
-static cJSON *load_args(const char *dir) { return load_json_in(dir, "train_args.json"); }
+// Runs written before epoch boundaries were configurable record none: they used "wrap", no drop_last. Filled
+// in so such a run compares equal to a "wrap" run and differs from an "hf" one.
+static void default_epochs(cJSON *o) {
+    if (!cJSON_IsObject(o)) return;
+    if (!cJSON_GetObjectItemCaseSensitive(o, "epoch_boundary")) cJSON_AddStringToObject(o, "epoch_boundary", "wrap");
+    if (!cJSON_GetObjectItemCaseSensitive(o, "dataloader_drop_last")) cJSON_AddFalseToObject(o, "dataloader_drop_last");
+}
+static cJSON *load_args(const char *dir) {
+    cJSON *j = load_json_in(dir, "train_args.json");
+    default_epochs(j);
+    return j;
+}
 
 // Keys of train_args.json that do not change the math (allowed to differ).
 static int allowed_key(const char *k) {
@@ -166,6 +177,8 @@ static cJSON *frozen_inputs(const pt_runlog *A, const pt_runlog *B, int *refuse)
     if (cJSON_IsObject(fa) && cJSON_IsObject(fb)) {
         cJSON_AddBoolToObject(fi, "verified", 1);
         cJSON_AddStringToObject(fi, "source", "manifest.json");
+        default_epochs(cJSON_GetObjectItemCaseSensitive(fa, "hyperparameters"));
+        default_epochs(cJSON_GetObjectItemCaseSensitive(fb, "hyperparameters"));
         json_diff(fa, fb, "frozen", diff);
         *refuse = cJSON_GetArraySize(diff) > 0;
         static const char *free_parts[] = {"format", "version", "platform", "software", "run"};

@@ -168,6 +168,9 @@ static cJSON *frozen_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(h, "max_grad_norm", a->max_grad_norm);
     cJSON_AddStringToObject(h, "data_mode", a->padded ? "padded" : "packed");
     cJSON_AddBoolToObject(h, "shuffle", a->shuffle);
+    // absent in manifests written before epoch boundaries were configurable: "wrap", false (compare reads them so)
+    cJSON_AddStringToObject(h, "epoch_boundary", pt_epoch_boundary_name(a->epoch_boundary));
+    cJSON_AddBoolToObject(h, "dataloader_drop_last", a->dataloader_drop_last > 0);
     return f;
 fail:
     cJSON_Delete(f);

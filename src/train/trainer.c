@@ -43,7 +43,11 @@ void pt_train_args_defaults(pt_train_args *a) {
     a->seed = 42;
     a->nan_policy = PT_NAN_STOP;
     a->nan_max_count = 3;
+    a->epoch_boundary = PT_EPOCHS_UNSET;
+    a->dataloader_drop_last = -1;
 }
+
+const char *pt_epoch_boundary_name(int e) { return e == PT_EPOCHS_WRAP ? "wrap" : "hf"; }
 
 // The layout of a distributed run (NULL on a single process), for args_json.
 static const pt_parallel *g_par;
@@ -80,6 +84,8 @@ static cJSON *args_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(r, "seq_len", a->seq_len);
     cJSON_AddBoolToObject(r, "shuffle", a->shuffle);
     cJSON_AddStringToObject(r, "data_mode", a->padded ? "padded" : "packed");
+    cJSON_AddStringToObject(r, "epoch_boundary", pt_epoch_boundary_name(a->epoch_boundary));
+    cJSON_AddBoolToObject(r, "dataloader_drop_last", a->dataloader_drop_last > 0);
     if (a->save_steps == PT_SAVE_STEPS_AUTO) cJSON_AddStringToObject(r, "save_steps", "auto");
     else cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
     if (a->save_each_epoch) cJSON_AddStringToObject(r, "save_strategy", "epoch");
@@ -203,6 +209,9 @@ static cJSON *state_json(const pt_train_args *a, const qwen3_model *m, const pt_
     cJSON_AddStringToObject(dl, "data_sha256", h->dataset_sha256);
     cJSON_AddStringToObject(dl, "state_key", pt_loader_state_key(loader));
     cJSON_AddNumberToObject(dl, "epoch", (double)pt_loader_epoch_of_step(loader, (uint64_t)step));
+    // absent in checkpoints written before epoch boundaries were configurable: "wrap", no drop_last
+    cJSON_AddStringToObject(dl, "epoch_boundary", pt_epoch_boundary_name(a->epoch_boundary));
+    cJSON_AddBoolToObject(dl, "dataloader_drop_last", a->dataloader_drop_last > 0);
     // No stateful RNG is used in training: batches (and the shuffle) are a
     // pure function of (seed, step), so the counter is the whole RNG state.
     cJSON *rng = cJSON_AddObjectToObject(s, "rng");
@@ -223,6 +232,50 @@ static int json_num(const cJSON *o, const char *path1, const char *path2, double
     if (path2) x = cJSON_GetObjectItemCaseSensitive(x, path2);
     if (!cJSON_IsNumber(x)) return -1;
     *out = x->valuedouble;
+    return 0;
+}
+
+// The epoch boundaries a checkpoint's state records (absent: written before they were configurable, "wrap").
+static void checkpoint_epochs(const cJSON *st, int *eb, int *drop_last) {
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(st, "data_loader");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(dl, "epoch_boundary");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(dl, "dataloader_drop_last");
+    *eb = cJSON_IsString(e) && !strcmp(e->valuestring, "hf") ? PT_EPOCHS_HF : PT_EPOCHS_WRAP;
+    *drop_last = cJSON_IsTrue(d) ? 1 : 0;
+}
+
+// Resolves --epoch-boundary and --dataloader-drop-last: a resume takes the checkpoint's where not given (and a
+// given one that differs is refused), a fresh run defaults to hf without drop_last. A resume's checkpoint is
+// opened (and verified) here, once: *resume_ckpt (NULL if there is none; then *open_error says why).
+static int resolve_epochs(pt_train_args *a, ckpt **resume_ckpt, char *open_error, size_t open_error_size) {
+    *resume_ckpt = NULL;
+    if (a->resume_from_checkpoint) {
+        ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        *resume_ckpt = c;
+        if (!c) snprintf(open_error, open_error_size, "%s", pt_last_error());
+        if (c) {
+            int eb, dl;
+            checkpoint_epochs(ckpt_state(c), &eb, &dl);
+            const int given_eb = a->epoch_boundary, given_dl = a->dataloader_drop_last;
+            if (given_eb == PT_EPOCHS_UNSET) a->epoch_boundary = eb;
+            if (given_dl < 0) a->dataloader_drop_last = dl;
+            if (a->epoch_boundary != eb || a->dataloader_drop_last != dl) {
+                pt_set_error("%s: the checkpoint was trained with --epoch-boundary %s%s, this run asks for %s%s: "
+                             "resuming would read other batches (leave the flags out to resume with the "
+                             "checkpoint's)", ckpt_dir(c), pt_epoch_boundary_name(eb),
+                             dl ? " --dataloader-drop-last" : "", pt_epoch_boundary_name(a->epoch_boundary),
+                             a->dataloader_drop_last > 0 ? " --dataloader-drop-last" : "");
+                return -1;
+            }
+        }
+        pt_clear_error();  // no checkpoint: the resume below reports it
+    }
+    if (a->epoch_boundary == PT_EPOCHS_UNSET) a->epoch_boundary = PT_EPOCHS_HF;
+    if (a->dataloader_drop_last < 0) a->dataloader_drop_last = 0;
+    if (a->dataloader_drop_last && a->epoch_boundary != PT_EPOCHS_HF) {
+        pt_set_error("--dataloader-drop-last needs --epoch-boundary hf (wrap has no last batch to drop)");
+        return -1;
+    }
     return 0;
 }
 
@@ -250,6 +303,15 @@ static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *op
     if ((int)rows != rows_per_step || (int)T != a->seq_len) {
         pt_set_error("%s: the checkpoint's batch is %d rows x %d tokens, this run's %d x %d: resuming would change "
                      "the data order", ckpt_dir(c), (int)rows, (int)T, rows_per_step, a->seq_len);
+        return -1;
+    }
+    int ceb, cdl;
+    checkpoint_epochs(st, &ceb, &cdl);
+    if (ceb != a->epoch_boundary || cdl != (a->dataloader_drop_last > 0)) {
+        pt_set_error("%s: the checkpoint was trained with --epoch-boundary %s%s, this run has %s%s: resuming would "
+                     "read other batches", ckpt_dir(c), pt_epoch_boundary_name(ceb),
+                     cdl ? " --dataloader-drop-last" : "", pt_epoch_boundary_name(a->epoch_boundary),
+                     a->dataloader_drop_last > 0 ? " --dataloader-drop-last" : "");
         return -1;
     }
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "data_loader"),
@@ -533,6 +595,9 @@ int pt_train(const pt_train_args *args) {
     int32_t *ids = NULL, *labels = NULL;
     char *mpath = NULL;
     char *ckpt_record = NULL;
+    ckpt *resume_ckpt = NULL;  // the checkpoint a resume starts from (resolve_epochs)
+    char resume_open_error[1024] = "";
+    double resume_open_s = 0;
     pt_run_hashes hashes;
     memset(&hashes, 0, sizeof hashes);
     int setup_ok = 0;
@@ -543,6 +608,12 @@ int pt_train(const pt_train_args *args) {
         g_usage_error = 1;
         goto setup_done;
     }
+    resume_open_s = pt_now_s();
+    if (resolve_epochs(&resolved, &resume_ckpt, resume_open_error, sizeof resume_open_error) != 0) {
+        g_usage_error = 1;
+        goto setup_done;
+    }
+    resume_open_s = pt_now_s() - resume_open_s;
     if (world) {
         // Rank 0 alone looks at the output dir; the others must learn of a refusal now, before the
         // collectives of the set-up below would wait for rank 0 until the start-up timeout.
@@ -585,7 +656,11 @@ int pt_train(const pt_train_args *args) {
                                .dp_rank = data_rank, .dp_world = data_world,
                                .mode = a->padded ? PT_LOADER_PADDED : PT_LOADER_PACKED, .shuffle = a->shuffle,
                                .seed = a->seed, .model_vocab = (uint32_t)(P ? pt_parallel_plan(P)->global.vocab_size
-                                                                            : mdl->cfg.vocab_size)};
+                                                                            : mdl->cfg.vocab_size),
+                               // the global micro-batch: every data rank's per-device batch (docs/DATA.md)
+                               .epochs = a->epoch_boundary == PT_EPOCHS_WRAP ? PT_LOADER_EPOCHS_WRAP
+                                                                              : PT_LOADER_EPOCHS_HF,
+                               .micro_rows = B * data_world, .drop_last = a->dataloader_drop_last > 0};
         loader = pt_loader_open(&lc);
         if (!loader) {
             // The data, or the settings it is read with, are wrong (a restart fails the same way: exit 2, which
@@ -594,8 +669,8 @@ int pt_train(const pt_train_args *args) {
             goto setup_done;
         }
         if (resolved.max_steps <= 0) {
-            // HF: ceil(epochs x update steps per epoch). An epoch here is every row once: ceil(rows / rows per
-            // step) steps (the loader drops no rows; an epoch's last step may take the next epoch's first rows).
+            // HF: ceil(epochs x update steps per epoch). "hf" epochs: HF's num_update_steps_per_epoch (the last
+            // step of an epoch may be short); "wrap": ceil(rows / rows per step) (a step may straddle epochs).
             const double steps = ceil(resolved.num_train_epochs * (double)pt_loader_steps_per_epoch(loader));
             if (!(steps >= 1 && steps <= 1e15)) {
                 pt_set_error("--num-train-epochs %g over %llu steps per epoch is %g steps", resolved.num_train_epochs,
@@ -651,9 +726,13 @@ setup_done:
     double restore_time = -1;
     if (a->resume_from_checkpoint) {
         const double tr = pt_now_s();
-        ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        ckpt *c = resume_ckpt;  // opened and verified by resolve_epochs
+        resume_ckpt = NULL;
         // no valid checkpoint there: another attempt cannot succeed (exit 2, so --supervise does not retry it)
-        if (!c) g_usage_error = 1;
+        if (!c) {
+            g_usage_error = 1;
+            pt_set_error("%s", resume_open_error);
+        }
         start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
         if (world) {  // every rank must have restored its shards; rank 0 names the one that did not
             if (startup_agree(world, start_step >= 0, a) != 0) {
@@ -664,7 +743,7 @@ setup_done:
             if (c) ckpt_close(c);
             goto done;
         }
-        restore_time = pt_now_s() - tr;
+        restore_time = pt_now_s() - tr + resume_open_s;
         const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ckpt_state(c), "metrics_record");
         if (cJSON_IsString(mr)) ckpt_record = pt_strdup(mr->valuestring);
         if (!a->quiet && rank == 0)
@@ -853,7 +932,8 @@ setup_done:
         }
         be->synchronize(be);
         const double dt = pt_now_s() - t0;
-        const long tokens = (long)(rows * (size_t)row_len) * data_world;
+        // the global batch's rows that hold data ("hf" epochs: an epoch's last step may have empty rows)
+        const long tokens = (long)pt_loader_last_real_rows(loader) * row_len;
         // The step's record is written only after its checkpoint (if any) is
         // safe; the record also travels in the checkpoint so a crash between the
         // save and this write loses no line (open_metrics restores it).
@@ -862,8 +942,8 @@ setup_done:
                           "{\"step\": %ld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %.17g, \"epoch\": %.6f, "
                           "\"tokens\": %ld, \"step_time_s\": %.6f, \"tokens_per_s\": %.3f, \"mfu_flops_per_s\": %.6g",
                           step + 1, jnum(lb, loss), jnum(gb, gnorm), lr,
-                          // as HF logs it: passes over the data so far (rows served / rows per epoch)
-                          (double)(step + 1) * rows_per_step / (double)pt_loader_rows_per_epoch(loader), tokens, dt,
+                          // as HF logs it: passes over the data so far (pt_loader_epochs_done)
+                          pt_loader_epochs_done(loader, (uint64_t)(step + 1)), tokens, dt,
                           tokens / dt, flops_tok * tokens / dt);
         rl += snprintf(rec + rl, sizeof rec - rl, ", \"batch_fingerprint\": \"%016llx\", \"activation_bytes\": %zu",
                        (unsigned long long)batch_fp, mdl->act_bytes);
@@ -1034,6 +1114,7 @@ done:
         pt_comm_barrier(world);
         g_error_elsewhere = 1;
     }
+    if (resume_ckpt) ckpt_close(resume_ckpt);
     free(ckpt_record);
     if (metrics) fclose(metrics);
     free(mpath);

@@ -30,6 +30,11 @@ typedef struct {
     int seq_len;              // required
     bool shuffle;             // false (core issue semantics: sequential windows)
     bool padded;              // one document per row, bucketed lengths (else packed windows)
+    // Epoch boundaries (data/loader.h): PT_EPOCHS_HF (default: as HF's Trainer, a short last step per epoch)
+    // or PT_EPOCHS_WRAP (before: full steps straddling epochs). PT_EPOCHS_UNSET: a resume takes the
+    // checkpoint's (absent there: wrap), a fresh run hf. Resolved by pt_train.
+    int epoch_boundary;
+    int dataloader_drop_last;  // -1 unset (resume: the checkpoint's; else false), 0, 1 (needs hf)
     bool quiet;
     long save_steps;          // checkpoint every N optimizer steps (0: never; PT_SAVE_STEPS_AUTO: Young/Daly)
     double mtbf_hours;        // mean time between failures for --save-steps auto
@@ -48,6 +53,7 @@ typedef struct {
     bool tf32;                // fp32 GEMMs on TF32 tensor cores where the backend has them (cuda)
 } pt_train_args;
 
+enum { PT_EPOCHS_UNSET = -1, PT_EPOCHS_WRAP = 0, PT_EPOCHS_HF = 1 };
 enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
 // --save-steps auto: a probe checkpoint PT_SAVE_AUTO_PROBE steps into the run
 // measures the save cost; then Daly's optimum interval for --mtbf-hours.
@@ -58,6 +64,8 @@ enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
 #define PT_TRAIN_NONFINITE (-3)
 
 void pt_train_args_defaults(pt_train_args *a);
+// "hf" or "wrap" (train_args.json, manifest, checkpoint state).
+const char *pt_epoch_boundary_name(int epoch_boundary);
 // After pt_train failed on a rank other than 0 of a distributed job with an
 // error every rank shares (layout, configuration, a collective verdict): rank
 // 0 reports it, so the caller stays silent.
