@@ -111,5 +111,22 @@ check '[ $rc -eq 0 ]' "compare old train_args vs wrap (rc $rc): $out"
 out=$("$PORTATRAIN" compare "$tmp/wrap-old" "$tmp/plain-full" 2>&1); rc=$?
 check '[ $rc -ne 0 ] && echo "$out" | grep -q "epoch_boundary"' "compare old train_args vs hf not refused (rc $rc): $out"
 
+# Where the boundaries change no row (8 rows per step divide the 40; or 12 rows per step for 3 steps, inside the
+# first epoch), they are not frozen inputs: absent from the manifest, hf and wrap runs compare ACCEPTED at exact,
+# and such a run compares with one recorded before the option existed.
+short() { # out rows-per-device steps extra...
+  local out=$1 b=$2 n=$3; shift 3
+  "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$out" --max-steps "$n" --seq-len 16 \
+    --per-device-train-batch-size "$b" --gradient-accumulation-steps 4 --learning-rate 3e-3 --quiet "$@"
+}
+for c in "2 7" "3 3"; do
+  set -- $c
+  short "$tmp/same-hf-$1" "$1" "$2" && short "$tmp/same-wrap-$1" "$1" "$2" --epoch-boundary wrap || { echo "FAIL: short runs"; fails=$((fails+1)); }
+  check '! grep -q epoch_boundary "$tmp/same-hf-$1/manifest.json"' "rows per step $(( $1 * 4 )) x $2 steps: epoch_boundary recorded although no row changes"
+  out=$("$PORTATRAIN" compare "$tmp/same-hf-$1" "$tmp/same-wrap-$1" --profile exact 2>&1); rc=$?
+  check '[ $rc -eq 0 ] && echo "$out" | grep -q "verdict: ACCEPTED"' "hf vs wrap reading the same rows (rc $rc): $out"
+done
+check 'grep -q "\"epoch_boundary\":[[:space:]]*\"hf\"" "$tmp/plain-full/manifest.json"' "a run whose rows change does not record epoch_boundary"
+
 echo "test_resume_epochs: $checks checks, $fails failed"
 [ $fails -eq 0 ]

@@ -471,6 +471,13 @@ int pt_loader_local_rows(const pt_loader *l) { return l->cfg.rows_per_step / l->
 uint64_t pt_loader_num_rows(const pt_loader *l) { return l->nrows; }
 const char *pt_loader_data_sha256(const pt_loader *l) { return l->sha; }
 uint64_t pt_loader_rows_per_epoch(const pt_loader *l) { return l->hf ? l->U : l->R; }
+
+bool pt_loader_epochs_change_rows(const pt_loader *l, uint64_t steps) {
+    const uint64_t B = (uint64_t)l->cfg.rows_per_step;
+    if (!l->hf || (l->U == l->nrows && l->nrows % B == 0)) return false;  // whole steps per epoch: as wrap
+    if (grouped(l) && l->cfg.shuffle) return true;  // batches permuted: the short one may come first
+    return steps > l->U / B;  // positions below floor(U/B)*B are the same rows under both
+}
 uint64_t pt_loader_epoch_of_step(const pt_loader *l, uint64_t step) {
     if (l->hf) return step / l->S;
     return step * (uint64_t)l->cfg.rows_per_step / l->R;

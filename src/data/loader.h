@@ -84,7 +84,7 @@ typedef struct {
     // ---- epoch boundaries (see above) ----
     pt_loader_epochs epochs;
     int micro_rows;         // "hf": global rows per micro-batch (batch x data ranks); 0 = rows_per_step
-    bool drop_last;         // "hf": drop each epoch's incomplete last micro-batch (HF dataloader_drop_last)   // every id must be < this (0: only the shards' own vocab is checked)
+    bool drop_last;         // "hf": drop each epoch's incomplete last micro-batch (HF dataloader_drop_last)
     // ---- padded mode (ignored in packed mode) ----
     // End-of-document id; 0 = take "eos_id" from dataset.json (a bare shard has
     // none: then it must be given). Token id 0 cannot serve as the EOS.
@@ -125,6 +125,10 @@ uint64_t pt_loader_epoch_of_step(const pt_loader *l, uint64_t step);
 // Steps per epoch (rows per epoch / rows per step, rounded up; "hf": HF's
 // num_update_steps_per_epoch = ceil(ceil(U / M) / A) = ceil(U / B)).
 uint64_t pt_loader_steps_per_epoch(const pt_loader *l);
+// Whether the first `steps` steps read other rows under these ("hf") epoch boundaries than under "wrap": only
+// when an epoch is not a whole number of steps (or drop_last drops rows) and the run reaches the epoch's last
+// step (or, grouped by bucket and shuffled, whose short batch may come at any step). false under "wrap".
+bool pt_loader_epochs_change_rows(const pt_loader *l, uint64_t steps);
 // Epochs done after `steps` steps, as HF logs "epoch": "hf": e + (micro-batches
 // of epoch e done) / (micro-batches per epoch); "wrap": steps x B / R.
 double pt_loader_epochs_done(const pt_loader *l, uint64_t steps);

@@ -127,7 +127,7 @@ static void add_u64(cJSON *o, const char *k, uint64_t v) {
     }
 }
 
-static cJSON *frozen_json(const pt_train_args *a) {
+static cJSON *frozen_json(const pt_train_args *a, bool epochs_change_rows) {
     cJSON *f = cJSON_CreateObject();
     char *p = pt_path_join(a->model_dir, "config.json");
     cJSON *e = file_entry(p, "config.json");
@@ -168,9 +168,12 @@ static cJSON *frozen_json(const pt_train_args *a) {
     cJSON_AddNumberToObject(h, "max_grad_norm", a->max_grad_norm);
     cJSON_AddStringToObject(h, "data_mode", a->padded ? "padded" : "packed");
     cJSON_AddBoolToObject(h, "shuffle", a->shuffle);
-    // absent in manifests written before epoch boundaries were configurable: "wrap", false (compare reads them so)
-    cJSON_AddStringToObject(h, "epoch_boundary", pt_epoch_boundary_name(a->epoch_boundary));
-    cJSON_AddBoolToObject(h, "dataloader_drop_last", a->dataloader_drop_last > 0);
+    // Only where they change the rows read (else absent, as in manifests written before they existed: compare
+    // reads an absent pair as "wrap", false, and the rows are then the same under either).
+    if (epochs_change_rows) {
+        cJSON_AddStringToObject(h, "epoch_boundary", pt_epoch_boundary_name(a->epoch_boundary));
+        cJSON_AddBoolToObject(h, "dataloader_drop_last", a->dataloader_drop_last > 0);
+    }
     return f;
 fail:
     cJSON_Delete(f);
@@ -282,8 +285,8 @@ static cJSON *software_json(void) {
     return s;
 }
 
-cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device) {
-    cJSON *frozen = frozen_json(a);
+cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows) {
+    cJSON *frozen = frozen_json(a, epochs_change_rows);
     if (!frozen) {
         pt_prefix_error("manifest: ");
         return NULL;
@@ -309,8 +312,8 @@ cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char
     return m;
 }
 
-int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device) {
-    cJSON *m = pt_manifest_build(a, backend, device);
+int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows) {
+    cJSON *m = pt_manifest_build(a, backend, device, epochs_change_rows);
     if (!m) return -1;
     char *p = pt_path_join(a->output_dir, PT_MANIFEST_FILE);
     int rc = pt_json_write_file(p, m);  // errors name the path

@@ -765,7 +765,8 @@ setup_done:
         free(p);
         cJSON_Delete(aj);
         if (wrc) goto done;
-        if (pt_manifest_write(a, be->name, be->device) != 0) goto done;  // OUTPUT/manifest.json (train/manifest.h)
+        if (pt_manifest_write(a, be->name, be->device, pt_loader_epochs_change_rows(loader, (uint64_t)a->max_steps)) != 0)
+            goto done;  // OUTPUT/manifest.json (train/manifest.h)
         mpath = pt_path_join(a->output_dir, "metrics.jsonl");
         metrics = open_metrics(mpath, start_step, ckpt_record);
         if (!metrics) {
