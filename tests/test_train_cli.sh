@@ -40,6 +40,18 @@ check 'awk -v a="$first" -v b="$last" "BEGIN{exit !(b < a)}"' "loss did not decr
 ev=$("$PORTATRAIN" eval --model "$tmp/r1" --data "$data" --seq-len 16 --per-device-eval-batch-size 4 --max-batches 3)
 check 'echo "$ev" | grep -q "\"loss\": " && echo "$ev" | grep -q "\"tokens\": 192"' "eval output: $ev"
 
+# without --max-batches every window once: 40 windows of 16 in batches of 3 are 14 batches (the last holds one
+# window), 640 tokens (was 13 full batches, 624 tokens, the last window never read); the loss equals that of
+# batches of 8 (the same windows, another summation order); more rows per batch than windows: one batch, no
+# window read twice (it used to wrap)
+e3=$("$PORTATRAIN" eval --model "$tmp/r1" --data "$data" --seq-len 16 --per-device-eval-batch-size 3)
+e8=$("$PORTATRAIN" eval --model "$tmp/r1" --data "$data" --seq-len 16 --per-device-eval-batch-size 8)
+e64=$("$PORTATRAIN" eval --model "$tmp/r1" --data "$data" --seq-len 16 --per-device-eval-batch-size 64)
+check 'echo "$e3" | grep -q "\"tokens\": 640, \"batches\": 14," && echo "$e64" | grep -q "\"tokens\": 640, \"batches\": 1,"' \
+  "eval reads every window once: $e3 / $e64"
+check 'python3 -c "import json,sys; a,b,c=(json.loads(x)[\"loss\"] for x in sys.argv[1:]); sys.exit(not (abs(a-b)<=1e-6*b and abs(c-b)<=1e-6*b))" "$e3" "$e8" "$e64"' \
+  "eval loss depends on the batch size: $e3 / $e8 / $e64"
+
 # --max-grad-norm 0 disables clipping: same first-step loss, different updates
 train "$tmp/noclip" 2 --max-grad-norm 0
 check '[ "$(losses "$tmp/r1" | head -1)" = "$(losses "$tmp/noclip" | head -1)" ]' "step-1 loss depends on clipping"

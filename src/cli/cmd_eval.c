@@ -16,7 +16,8 @@ static void help(void) {
            "                      [--max-batches N] [--backend NAME] [--precision fp32|bf16]\n"
            "                      [--logits-out FILE]\n\n"
            "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
-           "--max-batches every full batch of windows in the shard is evaluated once.\n"
+           "--max-batches every window (packed) or document (padded) is evaluated once, the last batch\n"
+           "short, as transformers' Trainer.evaluate reads an eval set.\n"
            "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
            "safetensors, e.g. for tools/hf_check_model.py. --precision bf16 evaluates as Hugging Face's\n"
            "bf16 model does (docs/PRECISION.md).\n"
@@ -53,16 +54,17 @@ int cmd_eval(int argc, char **argv) {
         pt_backend_destroy(be);
         return cli_fail();
     }
+    // One pass over the rows, each once, the last batch short (filled with empty rows that count no tokens), as
+    // HF's Trainer.evaluate reads an eval set: "hf" epoch boundaries, first epoch only.
     pt_loader_config lc = {.data_path = data, .seq_len = (int)T, .rows_per_step = (int)B, .dp_world = 1,
-                           .model_vocab = (uint32_t)m.cfg.vocab_size};
+                           .model_vocab = (uint32_t)m.cfg.vocab_size, .epochs = PT_LOADER_EPOCHS_HF};
     pt_loader *l = pt_loader_open(&lc);
     if (!l) {
         qwen3_free(&m);
         pt_backend_destroy(be);
         return cli_fail();
     }
-    uint64_t nbatches = pt_loader_num_rows(l) / (uint64_t)B;
-    if (nbatches == 0) nbatches = 1;  // fewer windows than B: one (wrapping) batch
+    uint64_t nbatches = pt_loader_steps_per_epoch(l);
     if (max_batches >= 0 && (uint64_t)max_batches < nbatches) nbatches = (uint64_t)max_batches;
     int32_t *ids = pt_malloc(sizeof(int32_t) * B * T), *labels = pt_malloc(sizeof(int32_t) * B * T);
     double total = 0;
