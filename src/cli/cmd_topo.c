@@ -23,6 +23,9 @@ static void help(void) {
            "  --mesh-order LIST       placement, innermost dimension first (tp,fsdp,dp)\n"
            "  --per-device-train-batch-size B  --seq-len S  --gradient-accumulation-steps A\n"
            "                          the step whose traffic is computed (8, 2048, 1)\n"
+           "  --activation-checkpointing none|full|selective[:every=N]|op  as for train (none)\n"
+           "  --backend NAME          the training backend (cpu-ref, as for train): its attention keeps\n"
+           "                          backend-specific state, part of the activations\n"
            "  --json                  machine-readable output\n");
 }
 
@@ -96,7 +99,7 @@ static const char *human(double b, char *buf) {
 int cmd_topo(int argc, char **argv) {
     int world = 0, B = 8, S = 2048, A = 1, rpn = 0, json = 0;
     pt_mesh mesh = {.tp = 1, .fsdp = 1, .dp = 0, .order = {PT_DIM_TP, PT_DIM_FSDP, PT_DIM_DP}};
-    const char *config = NULL, *model = NULL, *hosts = NULL, *order = NULL;
+    const char *config = NULL, *model = NULL, *hosts = NULL, *order = NULL, *ac = NULL, *backend = "cpu-ref";
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *o;
@@ -114,6 +117,8 @@ int cmd_topo(int argc, char **argv) {
         else if (!strcmp(o, "--per-device-train-batch-size")) B = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--seq-len")) S = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--gradient-accumulation-steps")) A = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--activation-checkpointing")) ac = argp_value(&p);
+        else if (!strcmp(o, "--backend")) backend = argp_value(&p);
         else if (!strcmp(o, "--json")) json = argp_flag(&p);
         else return argp_unknown(&p, o);
     }
@@ -124,6 +129,8 @@ int cmd_topo(int argc, char **argv) {
     const int64_t tf = (int64_t)mesh.tp * mesh.fsdp;
     if (mesh.dp == 0) mesh.dp = world % tf == 0 ? (int)(world / tf) : 1;
     if (order && pt_mesh_parse_order(order, mesh.order) != 0) return cli_fail();
+    int ac_policy, ac_every;
+    if (qwen3_parse_activation_checkpointing(ac, &ac_policy, &ac_every) != 0) return cli_usage_error("topo", "%s", pt_last_error());
     qwen3_config cfg;
     char *cpath = model ? pt_path_join(model, "config.json") : pt_strdup(config);
     const int crc = qwen3_config_load(&cfg, cpath);
@@ -170,12 +177,22 @@ int cmd_topo(int argc, char **argv) {
     size_t slots[3], stage, recv;
     pt_plan_slots(&plan, slots, &stage, &recv);
     const double state_b = 4.0 * (plan.shard_numel * 4.0 + (slots[0] + slots[1] + slots[2]) * 2.0 + stage + recv);
-    pt_backend *ref = pt_backend_cpu_ref_create();
+    // the activation allocation of the training model (the same carving, policy and backend)
+    pt_backend *be = pt_backend_create(backend);
+    if (!be) { pt_plan_free(&plan); free(node); free(h); return cli_fail(); }
     const double act_b = (double)qwen3_activation_bytes(
-        &plan.local, B, S, ref->attention_saved_floats(ref, B, S, plan.local.num_attention_heads, plan.local.head_dim));
-    pt_backend_destroy(ref);
+        &plan.local, B, S, be->attention_saved_floats(be, B, S, plan.local.num_attention_heads, plan.local.head_dim),
+        ac_policy, ac_every);
+    pt_backend_destroy(be);
+    int recomputed = 0;  // layers whose forward runs again in backward (FULL)
+    {
+        qwen3_model acm;
+        memset(&acm, 0, sizeof acm);
+        acm.ac_policy = ac_policy, acm.ac_every = ac_every;
+        for (int l = 0; l < cfg.num_hidden_layers; l++) recomputed += qwen3_layer_ac_mode(&acm, l) == QWEN3_AC_FULL;
+    }
     pt_step_bytes sb;
-    pt_plan_step_bytes(&plan, &mesh, (long)B * S, A, &sb);
+    pt_plan_step_bytes(&plan, &mesh, (long)B * S, A, recomputed, &sb);
     const double fsdp_b = sb.fsdp_allgather + sb.fsdp_reduce_scatter, dp_b = sb.dp_allreduce;
     // on the wire per rank, ring algorithms: all-reduce 2(P-1)/P x buffer, gather/scatter (P-1)/P x buffer
     const double wire_tp = mesh.tp > 1 ? (sb.tp_allreduce * 2 + sb.tp_allgather) * (mesh.tp - 1) / mesh.tp : 0;
@@ -206,6 +223,8 @@ int cmd_topo(int argc, char **argv) {
         cJSON *m = cJSON_AddObjectToObject(r, "memory_bytes_per_rank");
         cJSON_AddNumberToObject(m, "parameter_state", state_b);
         cJSON_AddNumberToObject(m, "activations", act_b);
+        cJSON_AddStringToObject(r, "backend", backend);
+        cJSON_AddStringToObject(r, "activation_checkpointing", ac ? ac : "none");
         cJSON *b = cJSON_AddObjectToObject(r, "comm_bytes_per_step");  // pt_comm counter units (metrics.jsonl)
         cJSON_AddNumberToObject(b, "allreduce", sb.tp_allreduce + sb.dp_allreduce);
         cJSON_AddNumberToObject(b, "allgather", sb.tp_allgather + sb.fsdp_allgather);
@@ -246,8 +265,8 @@ int cmd_topo(int argc, char **argv) {
             }
         }
         printf("\nmemory per rank: parameter state %s (fp32 params, grads, AdamW m and v shards%s), activations %s "
-               "(batch %d x %d tokens)\n", human(state_b, b1), mesh.fsdp > 1 ? " + FSDP working slots" : "",
-               human(act_b, b2), B, S);
+               "(batch %d x %d tokens, backend %s, activation checkpointing %s)\n", human(state_b, b1),
+               mesh.fsdp > 1 ? " + FSDP working slots" : "", human(act_b, b2), B, S, backend, ac ? ac : "none");
         printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
         printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
         const char *cls[2] = {"intra-node", "inter-node"};

@@ -150,29 +150,6 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
 }
 
 // --activation-checkpointing none|full|selective[:every=N]|op
-static int parse_ac(const char *s, int *policy, int *every) {
-    *policy = QWEN3_AC_NONE;
-    *every = 1;
-    if (!s || !strcmp(s, "none")) return 0;
-    if (!strcmp(s, "full")) { *policy = QWEN3_AC_FULL; return 0; }
-    if (!strcmp(s, "op")) { *policy = QWEN3_AC_OP; return 0; }
-    if (!strncmp(s, "selective", 9)) {
-        *policy = QWEN3_AC_SELECTIVE;
-        *every = 2;  // TorchTitan's default layer frequency
-        if (!s[9]) return 0;
-        char *end;
-        if (!strncmp(s + 9, ":every=", 7)) {
-            long n = strtol(s + 16, &end, 10);
-            if (end != s + 16 && !*end && n >= 1 && n <= 1000000) {
-                *every = (int)n;
-                return 0;
-            }
-        }
-    }
-    pt_set_error("--activation-checkpointing '%s': want none, full, selective[:every=N] (N >= 1) or op", s);
-    return -1;
-}
-
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
@@ -611,7 +588,7 @@ int pt_train(const pt_train_args *args) {
     }
     {
         int acp, ace;
-        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0) {
+        if (qwen3_parse_activation_checkpointing(a->activation_checkpointing, &acp, &ace) != 0) {
             g_usage_error = 1;
             goto setup_done;
         }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The distributed-features audit of 2026-12-05 (docs/DISTRIBUTED.md, "Audit"), 2-4 ranks oversubscribed:
+#  - `topo` predicts the activation allocation, the parameter state and the bytes per step that a run
+#    measures (metrics.jsonl) under activation checkpointing, another backend and a tied embedding
+#    (tests/test_dist.sh covers the plain layouts);
+set -uo pipefail
+: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
+if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$PT_SOURCE_DIR/tests/cli_check.sh"
+fail=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
+[ -n "${PT_SANITIZED:-}" ] && MPIRUN=(env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "${MPIRUN[@]}")
+fixture="$PT_SOURCE_DIR/tests/fixtures/golden"
+data="$fixture/untied/data.bin"
+for kind in untied tied; do
+  "$PORTATRAIN" init --config "$fixture/$kind/config.json" --seed 7 --output-dir "$T/init_$kind" >/dev/null 2>&1
+done
+
+# 1. topo = measured: name kind np tp fsdp dp batch accumulation [options for both topo and train]
+topo_vs_run() {
+  local name=$1 kind=$2 np=$3 tp=$4 fsdp=$5 dp=$6 b=$7 acc=$8; shift 8
+  if ! "${MPIRUN[@]}" -np "$np" "$PORTATRAIN" train --model "$T/init_$kind" --data "$data" --output-dir "$T/$name" \
+      --max-steps 2 --seq-len 16 --per-device-train-batch-size "$b" --gradient-accumulation-steps "$acc" --quiet \
+      --tp "$tp" --fsdp "$fsdp" --dp "$dp" "$@" >"$T/out" 2>&1; then
+    echo "FAIL: $name run"; cat "$T/out"; fail=1; return
+  fi
+  "$PORTATRAIN" topo --world "$np" --tp "$tp" --fsdp "$fsdp" --dp "$dp" --model "$T/init_$kind" --seq-len 16 \
+    --per-device-train-batch-size "$b" --gradient-accumulation-steps "$acc" --json "$@" >"$T/topo.json" 2>"$T/out" \
+    || { echo "FAIL: $name topo"; cat "$T/out"; fail=1; return; }
+  if python3 - "$T/topo.json" "$T/$name/metrics.jsonl" <<'PY' >"$T/out"
+import json, sys
+t = json.load(open(sys.argv[1]))
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    for k, v in t["comm_bytes_per_step"].items():
+        if r["comm_bytes"][k] != v: sys.exit("step %d %s: measured %d, topo %d" % (r["step"], k, r["comm_bytes"][k], v))
+    m = t["memory_bytes_per_rank"]
+    if r["activation_bytes"] != m["activations"]:
+        sys.exit("activations: measured %d, topo %d" % (r["activation_bytes"], m["activations"]))
+    if r["state_bytes_per_rank"] != m["parameter_state"]:
+        sys.exit("parameter state: measured %d, topo %d" % (r["state_bytes_per_rank"], m["parameter_state"]))
+PY
+  then echo "ok: topo = measured ($name)"; else echo "FAIL: topo vs measured ($name)"; cat "$T/out"; fail=1; fi
+}
+topo_vs_run tp2-full untied 2 2 1 1 4 2 --activation-checkpointing full
+topo_vs_run tp2fsdp2-full untied 4 2 2 1 2 2 --activation-checkpointing full
+topo_vs_run tp2dp2-selective-cpu tied 4 2 1 2 2 2 --activation-checkpointing selective:every=2 --backend cpu
+topo_vs_run fsdp2-op untied 2 1 2 1 4 1 --activation-checkpointing op
+topo_vs_run tp2fsdp2 untied 4 2 2 1 2 1
+check 2 "want none, full" -- "$PORTATRAIN" topo --world 2 --tp 2 --model "$T/init_untied" --activation-checkpointing most
+
+[ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
+exit "$fail"
