@@ -3,6 +3,8 @@
 #  - `topo` predicts the activation allocation, the parameter state and the bytes per step that a run
 #    measures (metrics.jsonl) under activation checkpointing, another backend and a tied embedding
 #    (tests/test_dist.sh covers the plain layouts);
+#  - topo's hostfile: what mpirun refuses or reads otherwise is a one-line error naming the line; a
+#    collective whose groups partly cross nodes is counted as inter-node (the worst group paces the step);
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -51,6 +53,24 @@ topo_vs_run tp2dp2-selective-cpu tied 4 2 1 2 2 2 --activation-checkpointing sel
 topo_vs_run fsdp2-op untied 2 1 2 1 4 1 --activation-checkpointing op
 topo_vs_run tp2fsdp2 untied 4 2 2 1 2 1
 check 2 "want none, full" -- "$PORTATRAIN" topo --world 2 --tp 2 --model "$T/init_untied" --activation-checkpointing most
+
+# 2. hostfiles (8 ranks, TP2 x FSDP4)
+topo8=("$PORTATRAIN" topo --world 8 --tp 2 --fsdp 4 --model "$T/init_untied" --seq-len 16 --per-device-train-batch-size 1)
+hosts() { printf "$1" >"$T/hosts"; }
+hosts 'a slots=4\na slots=4\n'; check 1 "hosts:2: host 'a' is already listed on line 1" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a slots=4x\nb slots=4\n'; check 1 "hosts:1: 'slots=4x': the slot count must be a positive" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a\nb\n'; check 1 "hosts:1: host 'a' has no slot count" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a max_slots=4\n'; check 1 "hosts:1: host 'a' has no slot count" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts '# two nodes\na slots=4 max_slots=8\nb foo=4\n'; check 1 "hosts:3: unexpected 'foo=4'" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a:\n'; check 1 "hosts:1: 'a:': the slot count" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a slots=2\nb slots=2\n'; check 1 "the hosts have 4 slots for 8 ranks" -- "${topo8[@]}" --hosts "$T/hosts"
+# 3 + 5 slots: rank 0's TP group stays on node a, the group of ranks 2-3 spans both nodes
+hosts 'a slots=3\nb:5\r\nc slots=8\n'
+check 0 "tp all-reduce (activations).*inter-node (1 of 4 groups cross nodes)" -- "${topo8[@]}" --hosts "$T/hosts"
+check 0 "8 ranks = tp 2 x fsdp 4 x dp 1, placement innermost first tp,fsdp,dp, 2 node(s)" -- "${topo8[@]}" --hosts "$T/hosts"
+"${topo8[@]}" --hosts "$T/hosts" --json >"$T/topo.json"
+jcheck "$T/topo.json" 'r["wire_bytes_per_step_per_rank"]["intra_node"] == 0 and r["groups"]["tp"]["crossing_nodes"] == 1 and r["nodes"] == 2' \
+  "3 + 5 slots: every collective counted inter-node"
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"

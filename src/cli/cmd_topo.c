@@ -9,7 +9,7 @@
 #include "util/fileio.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,44 +36,92 @@ typedef struct {
     int slots[MAX_HOSTS];
 } hostlist;
 
+// An MPI hostfile as OpenMPI 4 reads it: one host per line, "NAME slots=N [max_slots=M]" or "NAME:N", '#'
+// starts a comment. What mpirun would refuse or read otherwise is refused here with the line named: another
+// token, a slot count that is not a whole positive number, a host listed twice (mpirun: "multiple
+// definitions of the slot count"), a host without a slot count (mpirun gives it one slot per core, which
+// topo cannot know).
+static int parse_slots(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v <= 0 || v > (1 << 24)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static int read_hostfile(const char *path, hostlist *h) {
     size_t len;
     char *text = pt_read_file(path, &len);
     if (!text) return -1;
     h->n = 0;
-    int lineno = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    int lineno = 0, rc = -1;
+    int *first_line = pt_calloc(MAX_HOSTS, sizeof(int));
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
         lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = 0;
-        while (isspace((unsigned char)*line)) line++;
-        if (!*line) continue;
+        char *save = NULL, *tok = strtok_r(line, " \t\r\v\f", &save);
+        if (!tok) continue;
         if (h->n == MAX_HOSTS) {
             pt_set_error("%s: more than %d hosts", path, MAX_HOSTS);
-            free(text);
-            return -1;
+            goto done;
         }
-        char name[64] = {0};
-        int slots = 1, k = 0;
-        while (line[k] && !isspace((unsigned char)line[k]) && line[k] != ':' && k < 63) name[k] = line[k], k++;
-        const char *rest = line + k;
-        const char *sl = strstr(rest, "slots=");
-        if (sl) slots = atoi(sl + 6);
-        else if (*rest == ':') slots = atoi(rest + 1);
-        if (slots <= 0) {
-            pt_set_error("%s:%d: slots must be a positive number", path, lineno);
-            free(text);
-            return -1;
+        int slots = 0;
+        char *colon = strchr(tok, ':');
+        if (colon) {
+            *colon = 0;
+            if (parse_slots(colon + 1, &slots) != 0) {
+                pt_set_error("%s:%d: '%s:%s': the slot count must be a positive whole number", path, lineno, tok,
+                             colon + 1);
+                goto done;
+            }
         }
-        snprintf(h->name[h->n], 64, "%s", name);
+        if (!*tok || strlen(tok) > 63) {
+            pt_set_error("%s:%d: host name '%s' is empty or longer than 63 characters", path, lineno, tok);
+            goto done;
+        }
+        for (char *kv = strtok_r(NULL, " \t\r\v\f", &save); kv; kv = strtok_r(NULL, " \t\r\v\f", &save)) {
+            int v;
+            if (!strncmp(kv, "slots=", 6) && !colon && !slots) {
+                if (parse_slots(kv + 6, &slots) != 0) {
+                    pt_set_error("%s:%d: '%s': the slot count must be a positive whole number", path, lineno, kv);
+                    goto done;
+                }
+            } else if (!strncmp(kv, "max_slots=", 10) && parse_slots(kv + 10, &v) == 0) {
+                // a cap on oversubscription: where ranks go is decided by slots
+            } else {
+                pt_set_error("%s:%d: unexpected '%s' (want 'NAME slots=N [max_slots=M]' or 'NAME:N')", path, lineno,
+                             kv);
+                goto done;
+            }
+        }
+        if (!slots) {
+            pt_set_error("%s:%d: host '%s' has no slot count: mpirun would give it one slot per core, which topo "
+                         "cannot know (write '%s slots=N')", path, lineno, tok, tok);
+            goto done;
+        }
+        for (int i = 0; i < h->n; i++)
+            if (!strcmp(h->name[i], tok)) {
+                pt_set_error("%s:%d: host '%s' is already listed on line %d (mpirun refuses two slot counts for one "
+                             "node: give it one line with the total)", path, lineno, tok, first_line[i]);
+                goto done;
+            }
+        snprintf(h->name[h->n], 64, "%s", tok);
+        first_line[h->n] = lineno;
         h->slots[h->n++] = slots;
     }
-    free(text);
     if (!h->n) {
         pt_set_error("%s: no hosts", path);
-        return -1;
+        goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    free(first_line);
+    free(text);
+    return rc;
 }
 
 // node of each rank; -1 + error when the hosts have fewer slots than ranks
@@ -148,11 +196,12 @@ int cmd_topo(int argc, char **argv) {
     }
     int *node = pt_calloc(world, sizeof(int));
     if (place(h, world, node) != 0) { free(node); free(h); return cli_fail(); }
+    const int nodes = node[world - 1] + 1;  // the hosts that get ranks (slots fill in order)
 
     // Per group kind: how many groups cross nodes.
     const int dims[3] = {PT_DIM_TP, PT_DIM_FSDP, PT_DIM_DP};
     const char *dname[3] = {"tp", "fsdp", "dp"};
-    int groups[3] = {0, 0, 0}, crossing[3] = {0, 0, 0}, rank0_inter[3] = {0, 0, 0};
+    int groups[3] = {0, 0, 0}, crossing[3] = {0, 0, 0};
     for (int k = 0; k < 3; k++) {
         const int d = dims[k];
         for (int r = 0; r < world; r++) {
@@ -167,7 +216,6 @@ int cmd_topo(int argc, char **argv) {
                 cross |= node[pt_mesh_rank(&mesh, c)] != node[r];
             }
             crossing[k] += cross;
-            if (r == 0) rank0_inter[k] = cross;
         }
     }
     // Memory and bytes of rank 0 (every rank's are the same up to the last
@@ -199,9 +247,12 @@ int cmd_topo(int argc, char **argv) {
     const double wire_fsdp = mesh.fsdp > 1 ? fsdp_b * (mesh.fsdp - 1) / mesh.fsdp : 0;
     const double wire_dp = mesh.dp > 1 ? dp_b * 2 * (mesh.dp - 1) / mesh.dp : 0;
     const double wire[3] = {wire_tp, wire_fsdp, wire_dp};
+    // A collective's link class is that of its worst-placed group: the groups of a kind run in lockstep
+    // (every step ends in collectives over the other dimensions), so one group that crosses nodes paces
+    // them all, whichever group rank 0 is in.
     double intra = 0, inter = 0;
     for (int k = 0; k < 3; k++) {
-        if (rank0_inter[k]) inter += wire[k];
+        if (crossing[k]) inter += wire[k];
         else intra += wire[k];
     }
     char order_s[32];
@@ -213,7 +264,7 @@ int cmd_topo(int argc, char **argv) {
         cJSON_AddNumberToObject(r, "fsdp", mesh.fsdp);
         cJSON_AddNumberToObject(r, "dp", mesh.dp);
         cJSON_AddStringToObject(r, "mesh_order", order_s);
-        cJSON_AddNumberToObject(r, "nodes", h->n);
+        cJSON_AddNumberToObject(r, "nodes", nodes);
         cJSON *g = cJSON_AddObjectToObject(r, "groups");
         for (int k = 0; k < 3; k++) {
             cJSON *e = cJSON_AddObjectToObject(g, dname[k]);
@@ -239,7 +290,7 @@ int cmd_topo(int argc, char **argv) {
     } else {
         char b1[32], b2[32], b3[32];
         printf("mesh: %d ranks = tp %d x fsdp %d x dp %d, placement innermost first %s, %d node(s)\n", world, mesh.tp,
-               mesh.fsdp, mesh.dp, order_s, h->n);
+               mesh.fsdp, mesh.dp, order_s, nodes);
         printf("model: %d layers, hidden %d, heads %d (kv %d), intermediate %d, vocab %d; per TP rank: %d heads, %d kv "
                "heads, %d intermediate, %d vocab rows\n", cfg.num_hidden_layers, cfg.hidden_size,
                cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size, cfg.vocab_size,
@@ -269,22 +320,27 @@ int cmd_topo(int argc, char **argv) {
                mesh.fsdp > 1 ? " + FSDP working slots" : "", human(act_b, b2), B, S, backend, ac ? ac : "none");
         printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
         printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
-        const char *cls[2] = {"intra-node", "inter-node"};
+        char cls[3][96];
+        for (int k = 0; k < 3; k++) {
+            if (!crossing[k]) snprintf(cls[k], sizeof cls[k], "intra-node");
+            else if (crossing[k] == groups[k]) snprintf(cls[k], sizeof cls[k], "inter-node");
+            else snprintf(cls[k], sizeof cls[k], "inter-node (%d of %d groups cross nodes)", crossing[k], groups[k]);
+        }
         if (mesh.tp > 1) {
             printf("  %-34s %14s  %s, %s\n", "tp all-reduce (activations)", human(sb.tp_allreduce, b1),
-                   human(sb.tp_allreduce * 2 * (mesh.tp - 1) / mesh.tp, b2), cls[rank0_inter[0]]);
+                   human(sb.tp_allreduce * 2 * (mesh.tp - 1) / mesh.tp, b2), cls[0]);
             printf("  %-34s %14s  %s, %s\n", "tp all-gather (cross-entropy stats)", human(sb.tp_allgather, b1),
-                   human(sb.tp_allgather * (mesh.tp - 1) / mesh.tp, b2), cls[rank0_inter[0]]);
+                   human(sb.tp_allgather * (mesh.tp - 1) / mesh.tp, b2), cls[0]);
         }
         if (mesh.fsdp > 1) {
             printf("  %-34s %14s  %s, %s\n", "fsdp all-gather (parameters)", human(sb.fsdp_allgather, b1),
-                   human(sb.fsdp_allgather * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[rank0_inter[1]]);
+                   human(sb.fsdp_allgather * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[1]);
             printf("  %-34s %14s  %s, %s\n", "fsdp reduce-scatter (gradients)", human(sb.fsdp_reduce_scatter, b1),
-                   human(sb.fsdp_reduce_scatter * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[rank0_inter[1]]);
+                   human(sb.fsdp_reduce_scatter * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[1]);
         }
         if (mesh.dp > 1)
             printf("  %-34s %14s  %s, %s\n", "dp all-reduce (gradients)", human(sb.dp_allreduce, b1), human(wire_dp, b2),
-                   cls[rank0_inter[2]]);
+                   cls[2]);
         printf("  total on the wire: intra-node %s, inter-node %s\n", human(intra, b1), human(inter, b3));
     }
     pt_plan_free(&plan);
