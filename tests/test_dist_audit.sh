@@ -5,6 +5,8 @@
 #    (tests/test_dist.sh covers the plain layouts);
 #  - topo's hostfile: what mpirun refuses or reads otherwise is a one-line error naming the line; a
 #    collective whose groups partly cross nodes is counted as inter-node (the worst group paces the step);
+#  - ranks that read other data under the same path (node-local copies that differ) are refused at
+#    start-up with one error naming the rank, instead of training on different data silently;
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -71,6 +73,29 @@ check 0 "8 ranks = tp 2 x fsdp 4 x dp 1, placement innermost first tp,fsdp,dp, 2
 "${topo8[@]}" --hosts "$T/hosts" --json >"$T/topo.json"
 jcheck "$T/topo.json" 'r["wire_bytes_per_step_per_rank"]["intra_node"] == 0 and r["groups"]["tp"]["crossing_nodes"] == 1 and r["nodes"] == 2' \
   "3 + 5 slots: every collective counted inter-node"
+
+# 3. the same --data path holding other files on rank 1 (its own working directory stands in for another
+# node's disk): one error from rank 0 naming rank 1, every rank exits, nothing left running
+mkdir -p "$T/n0" "$T/n1"
+cp "$data" "$T/n0/data.bin"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-8] = (b[-8] + 1) % 100; open(sys.argv[2], "wb").write(b)' \
+  "$data" "$T/n1/data.bin"
+node_run() { # out: DP2, rank r in $T/n<r>
+  local args=(train --model "$T/init_untied" --data data.bin --output-dir "$1" --max-steps 2 --seq-len 16
+              --per-device-train-batch-size 4 --quiet --dp 2)
+  "${MPIRUN[@]}" -np 1 -wdir "$T/n0" "$PORTATRAIN" "${args[@]}" : -np 1 -wdir "$T/n1" "$PORTATRAIN" "${args[@]}"
+}
+t0=$SECONDS
+node_run "$T/nodes" >"$T/out" 2>&1; rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(grep -c 'portatrain: error:' "$T/out")" -eq 1 ] && \
+   grep -q "rank 1 read other files than rank 0: the data differs" "$T/out" && [ $((SECONDS - t0)) -lt 60 ]; then
+  echo "ok: other data on rank 1 is refused"
+else echo "FAIL: other data on rank 1 (rc $rc)"; cat "$T/out"; fail=1; fi
+sleep 0.5
+if pgrep -f "$T/" >/dev/null; then echo "FAIL: processes left"; pgrep -af "$T/"; fail=1; fi
+cp "$data" "$T/n1/data.bin"
+if node_run "$T/nodes" >"$T/out" 2>&1 && [ "$(wc -l <"$T/nodes/metrics.jsonl")" -eq 2 ]; then echo "ok: identical copies train"
+else echo "FAIL: identical copies"; cat "$T/out"; fail=1; fi
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"

@@ -350,10 +350,11 @@ static void startup_alarm(int sig) {
     _exit(1);
 }
 
-// Every rank reports whether its set-up succeeded and its resolved arguments;
-// rank 0 checks that all succeeded and agree, and every rank gets the verdict.
+// Every rank reports whether its set-up succeeded and its resolved arguments
+// (and, with `inputs`, the sha256 of the model and data it read); rank 0 checks
+// that all succeeded and agree, and every rank gets the verdict.
 // Returns 0, or -1 with the same error on every rank.
-static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
+static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const pt_run_hashes *inputs) {
     cJSON *rep = cJSON_CreateObject();
     cJSON_AddBoolToObject(rep, "ok", ok);
     if (!ok) cJSON_AddStringToObject(rep, "error", pt_last_error());
@@ -361,6 +362,12 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     cJSON *aj = args_json(a);
     cJSON_DeleteItemFromObject(aj, "omp_threads");  // may differ per rank
     cJSON_AddItemToObject(rep, "args", aj);
+    if (ok && inputs) {  // the same paths can hold other files on another node (no shared filesystem)
+        cJSON *in = cJSON_AddObjectToObject(rep, "inputs");
+        cJSON_AddStringToObject(in, "model config", inputs->config_sha256);
+        cJSON_AddStringToObject(in, "model weights", inputs->initial_weights_sha256);
+        cJSON_AddStringToObject(in, "data", inputs->dataset_sha256);
+    }
     char *text = cJSON_PrintUnformatted(rep);
     cJSON_Delete(rep);
     const int W = pt_comm_size(world), me = pt_comm_rank(world);
@@ -373,7 +380,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     verdict.ok = 1;
     if (me == 0) {
         size_t off = 0;
-        cJSON *args0 = NULL;
+        cJSON *args0 = NULL, *inputs0 = NULL;
         for (int r = 0; r < W && verdict.ok; r++) {
             cJSON *rj = cJSON_ParseWithLength(all + off, counts[r]);
             off += counts[r];
@@ -385,6 +392,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
                 verdict.usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "usage"));
             } else if (r == 0) {
                 args0 = cJSON_DetachItemFromObject(rj, "args");
+                inputs0 = cJSON_DetachItemFromObject(rj, "inputs");
             } else {
                 const cJSON *ar = cJSON_GetObjectItemCaseSensitive(rj, "args"), *x;
                 cJSON_ArrayForEach(x, args0) {
@@ -399,10 +407,22 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
                     verdict.ok = 0;
                     break;
                 }
+                const cJSON *in = cJSON_GetObjectItemCaseSensitive(rj, "inputs");
+                cJSON_ArrayForEach(x, inputs0) {
+                    if (!verdict.ok) break;
+                    const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, x->string);
+                    if (!cJSON_IsString(x) || !cJSON_IsString(y) || !strcmp(x->valuestring, y->valuestring)) continue;
+                    snprintf(verdict.text, sizeof verdict.text,
+                             "rank %d read other files than rank 0: the %s differs (sha256 %.12s... there, %.12s... on "
+                             "rank 0); every rank must read the same --model and --data (a shared filesystem or "
+                             "identical copies)", r, x->string, y->valuestring, x->valuestring);
+                    verdict.ok = 0;
+                }
             }
             cJSON_Delete(rj);
         }
         cJSON_Delete(args0);
+        cJSON_Delete(inputs0);
     }
     free(all);
     free(counts);
@@ -523,7 +543,7 @@ int pt_train(const pt_train_args *args) {
     if (world) {
         // Rank 0 alone looks at the output dir; the others must learn of a refusal now, before the
         // collectives of the set-up below would wait for rank 0 until the start-up timeout.
-        if (startup_agree(world, rank != 0 || prepare_output_dir(a) == 0, a) != 0) {
+        if (startup_agree(world, rank != 0 || prepare_output_dir(a) == 0, a, NULL) != 0) {
             alarm(0);
             goto done;
         }
@@ -610,7 +630,7 @@ int pt_train(const pt_train_args *args) {
 setup_done:
     if (world) {
         alarm(0);
-        if (startup_agree(world, setup_ok, a) != 0) goto done;
+        if (startup_agree(world, setup_ok, a, setup_ok ? &hashes : NULL) != 0) goto done;
     } else if (!setup_ok) {
         goto done;
     }
@@ -624,7 +644,7 @@ setup_done:
         if (!c) g_usage_error = 1;
         start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
         if (world) {  // every rank must have restored its shards; rank 0 names the one that did not
-            if (startup_agree(world, start_step >= 0, a) != 0) {
+            if (startup_agree(world, start_step >= 0, a, NULL) != 0) {
                 if (c) ckpt_close(c);
                 goto done;
             }
