@@ -7,6 +7,9 @@
 #    collective whose groups partly cross nodes is counted as inter-node (the worst group paces the step);
 #  - ranks that read other data under the same path (node-local copies that differ) are refused at
 #    start-up with one error naming the rank, instead of training on different data silently;
+#  - a distributed metrics.jsonl record has every field of the single process's, with the same global
+#    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
+#    each rank its own heartbeat);
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -96,6 +99,29 @@ if pgrep -f "$T/" >/dev/null; then echo "FAIL: processes left"; pgrep -af "$T/";
 cp "$data" "$T/n1/data.bin"
 if node_run "$T/nodes" >"$T/out" 2>&1 && [ "$(wc -l <"$T/nodes/metrics.jsonl")" -eq 2 ]; then echo "ok: identical copies train"
 else echo "FAIL: identical copies"; cat "$T/out"; fail=1; fi
+
+# 4. metrics and files of DP2 x FSDP2 against the single process (the same global batch of 8 rows)
+small=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)
+"$PORTATRAIN" "${small[@]}" --output-dir "$T/m1" --per-device-train-batch-size 8 >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+"${MPIRUN[@]}" -np 4 "$PORTATRAIN" "${small[@]}" --output-dir "$T/m4" --per-device-train-batch-size 2 --dp 2 --fsdp 2 \
+  >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+if python3 - "$T/m1/metrics.jsonl" "$T/m4/metrics.jsonl" <<'PY' >"$T/out"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 2, (len(a), len(b))
+for x, y in zip(a, b):
+    missing = sorted(set(x) - set(y))
+    assert not missing, "fields of the single process missing: %s" % missing
+    for k in ("step", "tokens", "epoch", "lr", "batch_fingerprint"):
+        assert x[k] == y[k], (k, x[k], y[k])
+    assert abs(x["loss"] - y["loss"]) <= 1e-6 * x["loss"], (x["loss"], y["loss"])
+    assert y["peak_rss_mib"] == max(y["peak_rss_mib_per_rank"]), y
+PY
+then echo "ok: distributed metrics have the single process's fields and values"; else echo "FAIL: metrics fields"; cat "$T/out"; fail=1; fi
+files() { (cd "$1" && find . -type f ! -path './heartbeats/*' | sort); }
+if [ "$(files "$T/m1")" = "$(files "$T/m4")" ] && [ "$(ls "$T/m4/heartbeats" | wc -l)" -eq 4 ]; then echo "ok: the same files (+ one heartbeat per rank)"
+else echo "FAIL: output files differ"; diff <(files "$T/m1") <(files "$T/m4"); ls "$T/m4/heartbeats"; fail=1; fi
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"

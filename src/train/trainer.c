@@ -873,8 +873,10 @@ setup_done:
             const int W = pt_parallel_world(P);
             double mine = rss_peak_mib(), *all = pt_malloc(sizeof(double) * W);
             pt_comm_allgather_f64(world, &mine, all, 1, PT_COLL_CONTROL);
-            rl += snprintf(rec + rl, sizeof rec - rl, "}, \"state_bytes_per_rank\": %zu, \"peak_rss_mib_per_rank\": [",
-                           pt_parallel_state_bytes(P));
+            double rss_max = 0;  // the single-process field: here the largest rank's
+            for (int r = 0; r < W; r++) rss_max = all[r] > rss_max ? all[r] : rss_max;
+            rl += snprintf(rec + rl, sizeof rec - rl, "}, \"peak_rss_mib\": %.1f, \"state_bytes_per_rank\": %zu, "
+                           "\"peak_rss_mib_per_rank\": [", rss_max, pt_parallel_state_bytes(P));
             for (int r = 0; r < W && rl < (int)sizeof rec - 64; r++)
                 rl += snprintf(rec + rl, sizeof rec - rl, "%s%.1f", r ? ", " : "", all[r]);
             rl += snprintf(rec + rl, sizeof rec - rl, "]");
