@@ -10,6 +10,8 @@
 #  - a distributed metrics.jsonl record has every field of the single process's, with the same global
 #    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
 #    each rank its own heartbeat);
+#  - start-up memory: a rank holds at most one full fp32 copy of the model beside its training state
+#    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture);
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -122,6 +124,32 @@ then echo "ok: distributed metrics have the single process's fields and values";
 files() { (cd "$1" && find . -type f ! -path './heartbeats/*' | sort); }
 if [ "$(files "$T/m1")" = "$(files "$T/m4")" ] && [ "$(ls "$T/m4/heartbeats" | wc -l)" -eq 4 ]; then echo "ok: the same files (+ one heartbeat per rank)"
 else echo "FAIL: output files differ"; diff <(files "$T/m1") <(files "$T/m4"); ls "$T/m4/heartbeats"; fail=1; fi
+
+# 5. start-up memory: hf_model_load read into a host copy, then pt_parallel_load_full copied the full model
+# again (3 fp32 copies at the peak); now the peak is the state + activations + one copy of the model
+python3 - "$fixture/untied/config.json" "$T/mid.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(hidden_size=512, intermediate_size=2048, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+         head_dim=64, layer_types=["full_attention"] * 4)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+"$PORTATRAIN" init --config "$T/mid.json" --seed 1 --output-dir "$T/init_mid" >/dev/null 2>&1
+for k in untied mid; do
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" train --model "$T/init_$k" --data "$data" --output-dir "$T/rss_$k" --max-steps 1 \
+    --seq-len 16 --per-device-train-batch-size 4 --dp 2 --quiet >"$T/out" 2>&1 || { echo "FAIL: rss run $k"; cat "$T/out"; fail=1; }
+done
+if python3 - "$T/rss_untied/metrics.jsonl" "$T/rss_mid/metrics.jsonl" "$(stat -c %s "$T/init_mid/model.safetensors")" <<'PY'
+import json, sys
+base = json.loads(open(sys.argv[1]).readline())
+mid = json.loads(open(sys.argv[2]).readline())
+model = int(sys.argv[3]) / 2**20
+grown = max(mid["peak_rss_mib_per_rank"]) - max(base["peak_rss_mib_per_rank"])
+bound = (mid["state_bytes_per_rank"] + mid["activation_bytes"]) / 2**20 + 1.5 * model
+print("peak RSS over the fixture's %.1f MiB, bound %.1f MiB (state + activations + 1.5 x the %.1f MiB model)" % (grown, bound, model))
+sys.exit(0 if grown <= bound else 1)
+PY
+then echo "ok: start-up memory"; else echo "FAIL: start-up memory"; fail=1; fi
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"
