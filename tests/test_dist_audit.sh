@@ -12,6 +12,8 @@
 #    each rank its own heartbeat);
 #  - start-up memory: a rank holds at most one full fp32 copy of the model beside its training state
 #    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture);
+#  - a layout that cannot run (world size, heads vs tp, --mesh-order) is a usage error, exit 2, which
+#    --supervise passes through instead of restarting the job;
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -150,6 +152,18 @@ print("peak RSS over the fixture's %.1f MiB, bound %.1f MiB (state + activations
 sys.exit(0 if grown <= bound else 1)
 PY
 then echo "ok: start-up memory"; else echo "FAIL: start-up memory"; fail=1; fi
+
+# 6. impossible layouts exit 2 (usage), under mpirun and under --supervise (one attempt, no restarts)
+lay=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)
+check 2 "tp 2 x fsdp 2 x dp 1 = 4 ranks, but the job has 2" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
+  --output-dir "$T/lay1" --tp 2 --fsdp 2
+check 2 "mesh-order 'tp,tp,dp': want a permutation" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
+  --output-dir "$T/lay2" --tp 2 --mesh-order tp,tp,dp
+check 2 "num_attention_heads\|num_key_value_heads" -- "${MPIRUN[@]}" -np 3 "$PORTATRAIN" "${lay[@]}" --output-dir "$T/lay3" --tp 3
+check 2 "but the job has 2" -- timeout -k 5 120 "$PORTATRAIN" "${lay[@]}" --output-dir "$T/lay4" --tp 2 --fsdp 2 --supervise \
+  --launcher "mpirun -np 2 --oversubscribe" --max-restarts 2 --restart-backoff 0.01
+if grep -q "giving up\|restart" "$T/out"; then echo "FAIL: --supervise restarted an impossible layout"; cat "$T/out"; fail=1
+else echo "ok: --supervise passes the layout error through (no restart)"; fi
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"

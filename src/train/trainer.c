@@ -562,7 +562,13 @@ int pt_train(const pt_train_args *args) {
     pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
     if (world) {
         pt_mesh mesh;
-        if (resolve_mesh(a, pt_comm_size(world), &mesh) != 0) goto setup_done;
+        // A layout that cannot fit this job or this model is a usage error (exit 2): --supervise must not
+        // restart a job that cannot start.
+        if (resolve_mesh(a, pt_comm_size(world), &mesh) != 0 ||
+            pt_mesh_validate(&mesh, pt_comm_size(world), &model.cfg) != 0) {
+            g_usage_error = 1;
+            goto setup_done;
+        }
         P = pt_parallel_create(world, &mesh, &model.cfg, be);
         if (!P) goto setup_done;
         g_par = P;
