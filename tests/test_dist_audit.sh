@@ -14,6 +14,9 @@
 #    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture);
 #  - a layout that cannot run (world size, heads vs tp, --mesh-order) is a usage error, exit 2, which
 #    --supervise passes through instead of restarting the job;
+#  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
+#    tests/manual/gather_big.c; here PT_TEST_GATHER_LIMIT makes the final model and the checkpoint
+#    take that path): the same bytes as the one-call gather;
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -164,6 +167,15 @@ check 2 "but the job has 2" -- timeout -k 5 120 "$PORTATRAIN" "${lay[@]}" --outp
   --launcher "mpirun -np 2 --oversubscribe" --max-restarts 2 --restart-backoff 0.01
 if grep -q "giving up\|restart" "$T/out"; then echo "FAIL: --supervise restarted an impossible layout"; cat "$T/out"; fail=1
 else echo "ok: --supervise passes the layout error through (no restart)"; fi
+
+# 7. the piecewise gather writes bitwise what the one-call gather writes (final model and checkpoint)
+for lim in 0 1000; do
+  PT_TEST_GATHER_LIMIT=$lim "${MPIRUN[@]}" -x PT_TEST_GATHER_LIMIT -np 4 "$PORTATRAIN" train --model "$T/init_untied" \
+    --data "$data" --output-dir "$T/gather$lim" --max-steps 2 --save-steps 2 --seq-len 16 --per-device-train-batch-size 4 \
+    --tp 2 --fsdp 2 --quiet >"$T/out" 2>&1 || { echo "FAIL: gather run $lim"; cat "$T/out"; fail=1; }
+done
+check 0 "same" -- sh -c "cmp '$T/gather0/model.safetensors' '$T/gather1000/model.safetensors' && \
+  for r in 0 1 2 3; do cmp '$T/gather0/checkpoint-2/rank0000'\$r.safetensors '$T/gather1000/checkpoint-2/rank0000'\$r.safetensors || exit 1; done && echo same"
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"
