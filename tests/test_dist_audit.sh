@@ -12,7 +12,7 @@
 #    each rank its own heartbeat);
 #  - start-up memory: a rank holds at most one full fp32 copy of the model beside its training state
 #    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture);
-#  - a layout that cannot run (world size, heads vs tp, --mesh-order) is a usage error, exit 2, which
+#  - a layout that cannot run (world size, heads vs tp, --mesh-order, bf16) is a usage error, exit 2, which
 #    --supervise passes through instead of restarting the job;
 #  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
 #    tests/manual/gather_big.c; here PT_TEST_GATHER_LIMIT makes the final model and the checkpoint
@@ -162,6 +162,8 @@ check 2 "tp 2 x fsdp 2 x dp 1 = 4 ranks, but the job has 2" -- "${MPIRUN[@]}" -n
   --output-dir "$T/lay1" --tp 2 --fsdp 2
 check 2 "mesh-order 'tp,tp,dp': want a permutation" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
   --output-dir "$T/lay2" --tp 2 --mesh-order tp,tp,dp
+check 2 "precision bf16 runs on a single process" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
+  --output-dir "$T/lay5" --dp 2 --precision bf16
 check 2 "num_attention_heads\|num_key_value_heads" -- "${MPIRUN[@]}" -np 3 "$PORTATRAIN" "${lay[@]}" --output-dir "$T/lay3" --tp 3
 check 2 "but the job has 2" -- timeout -k 5 120 "$PORTATRAIN" "${lay[@]}" --output-dir "$T/lay4" --tp 2 --fsdp 2 --supervise \
   --launcher "mpirun -np 2 --oversubscribe" --max-restarts 2 --restart-backoff 0.01

@@ -624,6 +624,7 @@ int pt_train(const pt_train_args *args) {
         if (P) {
             pt_set_error("--precision %s runs on a single process in this build (not under --tp/--fsdp/--dp)",
                          a->precision);
+            g_usage_error = 1;  // cannot succeed on a restart either
             goto setup_done;
         }
         if (qwen3_set_precision(mdl, a->precision) != 0) goto setup_done;
