@@ -11,7 +11,7 @@
 #    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
 #    each rank its own heartbeat);
 #  - start-up memory: a rank holds at most one full fp32 copy of the model beside its training state
-#    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture);
+#    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture), and topo says so;
 #  - a layout that cannot run (world size, heads vs tp, --mesh-order, bf16) is a usage error, exit 2, which
 #    --supervise passes through instead of restarting the job;
 #  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
@@ -155,6 +155,10 @@ print("peak RSS over the fixture's %.1f MiB, bound %.1f MiB (state + activations
 sys.exit(0 if grown <= bound else 1)
 PY
 then echo "ok: start-up memory"; else echo "FAIL: start-up memory"; fail=1; fi
+# topo reports that start-up copy: the fp32 model (the safetensors file less its header)
+"$PORTATRAIN" topo --world 2 --dp 2 --model "$T/init_mid" --seq-len 16 --per-device-train-batch-size 4 --json >"$T/topo.json"
+jcheck "$T/topo.json" "0 < $(stat -c %s "$T/init_mid/model.safetensors") - r['memory_bytes_per_rank']['startup_full_model'] < 65536" \
+  "topo reports the start-up copy of the model"
 
 # 6. impossible layouts exit 2 (usage), under mpirun and under --supervise (one attempt, no restarts)
 lay=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)
