@@ -104,6 +104,12 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(grep -c 'portatrain: error:' "$T
 else echo "FAIL: other data on rank 1 (rc $rc)"; cat "$T/out"; fail=1; fi
 sleep 0.5
 if pgrep -f "$T/" >/dev/null; then echo "FAIL: processes left"; pgrep -af "$T/"; fail=1; fi
+# as a single process refused during set-up, no empty output directory is left behind (rank 0 had made it)
+if [ -e "$T/nodes" ]; then echo "FAIL: the refused run left $T/nodes behind"; fail=1; else echo "ok: no output dir left"; fi
+rm -f "$T/n1/data.bin"   # rank 1 cannot open it at all
+node_run "$T/nodes" >"$T/out" 2>&1
+if grep -q "rank 1: data.bin: cannot open" "$T/out" && [ ! -e "$T/nodes" ]; then echo "ok: missing data on rank 1 only"
+else echo "FAIL: missing data on rank 1"; cat "$T/out"; ls -d "$T/nodes"; fail=1; fi
 cp "$data" "$T/n1/data.bin"
 if node_run "$T/nodes" >"$T/out" 2>&1 && [ "$(wc -l <"$T/nodes/metrics.jsonl")" -eq 2 ]; then echo "ok: identical copies train"
 else echo "FAIL: identical copies"; cat "$T/out"; fail=1; fi

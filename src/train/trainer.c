@@ -533,6 +533,7 @@ int pt_train(const pt_train_args *args) {
     pt_run_hashes hashes;
     memset(&hashes, 0, sizeof hashes);
     int setup_ok = 0;
+    bool made_output_dir = false;  // rank 0 created --output-dir in this set-up
     const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
     int data_world = 1, data_rank = 0;
 
@@ -632,12 +633,19 @@ int pt_train(const pt_train_args *args) {
     if (qwen3_alloc_activations(mdl, B, T) != 0) goto setup_done;
     snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
     // Created only now: a run refused during set-up leaves no empty output directory behind.
-    if (rank == 0 && pt_mkdir_p(a->output_dir) != 0) goto setup_done;
+    if (rank == 0) {
+        made_output_dir = !pt_is_dir(a->output_dir);
+        if (pt_mkdir_p(a->output_dir) != 0) goto setup_done;
+    }
     setup_ok = 1;
 setup_done:
     if (world) {
         alarm(0);
-        if (startup_agree(world, setup_ok, a, setup_ok ? &hashes : NULL) != 0) goto done;
+        if (startup_agree(world, setup_ok, a, setup_ok ? &hashes : NULL) != 0) {
+            // another rank's set-up failed after rank 0 made the directory: remove it again (if still empty)
+            if (made_output_dir) rmdir(a->output_dir);
+            goto done;
+        }
     } else if (!setup_ok) {
         goto done;
     }
