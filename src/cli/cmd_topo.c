@@ -9,7 +9,7 @@
 #include "util/fileio.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +23,9 @@ static void help(void) {
            "  --mesh-order LIST       placement, innermost dimension first (tp,fsdp,dp)\n"
            "  --per-device-train-batch-size B  --seq-len S  --gradient-accumulation-steps A\n"
            "                          the step whose traffic is computed (8, 2048, 1)\n"
+           "  --activation-checkpointing none|full|selective[:every=N]|op  as for train (none)\n"
+           "  --backend NAME          the training backend (cpu-ref, as for train): its attention keeps\n"
+           "                          backend-specific state, part of the activations\n"
            "  --json                  machine-readable output\n");
 }
 
@@ -33,44 +36,92 @@ typedef struct {
     int slots[MAX_HOSTS];
 } hostlist;
 
+// An MPI hostfile as OpenMPI 4 reads it: one host per line, "NAME slots=N [max_slots=M]" or "NAME:N", '#'
+// starts a comment. What mpirun would refuse or read otherwise is refused here with the line named: another
+// token, a slot count that is not a whole positive number, a host listed twice (mpirun: "multiple
+// definitions of the slot count"), a host without a slot count (mpirun gives it one slot per core, which
+// topo cannot know).
+static int parse_slots(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v <= 0 || v > (1 << 24)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static int read_hostfile(const char *path, hostlist *h) {
     size_t len;
     char *text = pt_read_file(path, &len);
     if (!text) return -1;
     h->n = 0;
-    int lineno = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    int lineno = 0, rc = -1;
+    int *first_line = pt_calloc(MAX_HOSTS, sizeof(int));
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
         lineno++;
         char *hash = strchr(line, '#');
         if (hash) *hash = 0;
-        while (isspace((unsigned char)*line)) line++;
-        if (!*line) continue;
+        char *save = NULL, *tok = strtok_r(line, " \t\r\v\f", &save);
+        if (!tok) continue;
         if (h->n == MAX_HOSTS) {
             pt_set_error("%s: more than %d hosts", path, MAX_HOSTS);
-            free(text);
-            return -1;
+            goto done;
         }
-        char name[64] = {0};
-        int slots = 1, k = 0;
-        while (line[k] && !isspace((unsigned char)line[k]) && line[k] != ':' && k < 63) name[k] = line[k], k++;
-        const char *rest = line + k;
-        const char *sl = strstr(rest, "slots=");
-        if (sl) slots = atoi(sl + 6);
-        else if (*rest == ':') slots = atoi(rest + 1);
-        if (slots <= 0) {
-            pt_set_error("%s:%d: slots must be a positive number", path, lineno);
-            free(text);
-            return -1;
+        int slots = 0;
+        char *colon = strchr(tok, ':');
+        if (colon) {
+            *colon = 0;
+            if (parse_slots(colon + 1, &slots) != 0) {
+                pt_set_error("%s:%d: '%s:%s': the slot count must be a positive whole number", path, lineno, tok,
+                             colon + 1);
+                goto done;
+            }
         }
-        snprintf(h->name[h->n], 64, "%s", name);
+        if (!*tok || strlen(tok) > 63) {
+            pt_set_error("%s:%d: host name '%s' is empty or longer than 63 characters", path, lineno, tok);
+            goto done;
+        }
+        for (char *kv = strtok_r(NULL, " \t\r\v\f", &save); kv; kv = strtok_r(NULL, " \t\r\v\f", &save)) {
+            int v;
+            if (!strncmp(kv, "slots=", 6) && !colon && !slots) {
+                if (parse_slots(kv + 6, &slots) != 0) {
+                    pt_set_error("%s:%d: '%s': the slot count must be a positive whole number", path, lineno, kv);
+                    goto done;
+                }
+            } else if (!strncmp(kv, "max_slots=", 10) && parse_slots(kv + 10, &v) == 0) {
+                // a cap on oversubscription: where ranks go is decided by slots
+            } else {
+                pt_set_error("%s:%d: unexpected '%s' (want 'NAME slots=N [max_slots=M]' or 'NAME:N')", path, lineno,
+                             kv);
+                goto done;
+            }
+        }
+        if (!slots) {
+            pt_set_error("%s:%d: host '%s' has no slot count: mpirun would give it one slot per core, which topo "
+                         "cannot know (write '%s slots=N')", path, lineno, tok, tok);
+            goto done;
+        }
+        for (int i = 0; i < h->n; i++)
+            if (!strcmp(h->name[i], tok)) {
+                pt_set_error("%s:%d: host '%s' is already listed on line %d (mpirun refuses two slot counts for one "
+                             "node: give it one line with the total)", path, lineno, tok, first_line[i]);
+                goto done;
+            }
+        snprintf(h->name[h->n], 64, "%s", tok);
+        first_line[h->n] = lineno;
         h->slots[h->n++] = slots;
     }
-    free(text);
     if (!h->n) {
         pt_set_error("%s: no hosts", path);
-        return -1;
+        goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    free(first_line);
+    free(text);
+    return rc;
 }
 
 // node of each rank; -1 + error when the hosts have fewer slots than ranks
@@ -96,7 +147,7 @@ static const char *human(double b, char *buf) {
 int cmd_topo(int argc, char **argv) {
     int world = 0, B = 8, S = 2048, A = 1, rpn = 0, json = 0;
     pt_mesh mesh = {.tp = 1, .fsdp = 1, .dp = 0, .order = {PT_DIM_TP, PT_DIM_FSDP, PT_DIM_DP}};
-    const char *config = NULL, *model = NULL, *hosts = NULL, *order = NULL;
+    const char *config = NULL, *model = NULL, *hosts = NULL, *order = NULL, *ac = NULL, *backend = "cpu-ref";
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *o;
@@ -114,6 +165,8 @@ int cmd_topo(int argc, char **argv) {
         else if (!strcmp(o, "--per-device-train-batch-size")) B = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--seq-len")) S = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--gradient-accumulation-steps")) A = (int)argp_int_range(&p, 1, INT_MAX);
+        else if (!strcmp(o, "--activation-checkpointing")) ac = argp_value(&p);
+        else if (!strcmp(o, "--backend")) backend = argp_value(&p);
         else if (!strcmp(o, "--json")) json = argp_flag(&p);
         else return argp_unknown(&p, o);
     }
@@ -124,6 +177,8 @@ int cmd_topo(int argc, char **argv) {
     const int64_t tf = (int64_t)mesh.tp * mesh.fsdp;
     if (mesh.dp == 0) mesh.dp = world % tf == 0 ? (int)(world / tf) : 1;
     if (order && pt_mesh_parse_order(order, mesh.order) != 0) return cli_fail();
+    int ac_policy, ac_every;
+    if (qwen3_parse_activation_checkpointing(ac, &ac_policy, &ac_every) != 0) return cli_usage_error("topo", "%s", pt_last_error());
     qwen3_config cfg;
     char *cpath = model ? pt_path_join(model, "config.json") : pt_strdup(config);
     const int crc = qwen3_config_load(&cfg, cpath);
@@ -141,11 +196,12 @@ int cmd_topo(int argc, char **argv) {
     }
     int *node = pt_calloc(world, sizeof(int));
     if (place(h, world, node) != 0) { free(node); free(h); return cli_fail(); }
+    const int nodes = node[world - 1] + 1;  // the hosts that get ranks (slots fill in order)
 
     // Per group kind: how many groups cross nodes.
     const int dims[3] = {PT_DIM_TP, PT_DIM_FSDP, PT_DIM_DP};
     const char *dname[3] = {"tp", "fsdp", "dp"};
-    int groups[3] = {0, 0, 0}, crossing[3] = {0, 0, 0}, rank0_inter[3] = {0, 0, 0};
+    int groups[3] = {0, 0, 0}, crossing[3] = {0, 0, 0};
     for (int k = 0; k < 3; k++) {
         const int d = dims[k];
         for (int r = 0; r < world; r++) {
@@ -160,7 +216,6 @@ int cmd_topo(int argc, char **argv) {
                 cross |= node[pt_mesh_rank(&mesh, c)] != node[r];
             }
             crossing[k] += cross;
-            if (r == 0) rank0_inter[k] = cross;
         }
     }
     // Memory and bytes of rank 0 (every rank's are the same up to the last
@@ -170,21 +225,46 @@ int cmd_topo(int argc, char **argv) {
     size_t slots[3], stage, recv;
     pt_plan_slots(&plan, slots, &stage, &recv);
     const double state_b = 4.0 * (plan.shard_numel * 4.0 + (slots[0] + slots[1] + slots[2]) * 2.0 + stage + recv);
-    pt_backend *ref = pt_backend_cpu_ref_create();
+    // the activation allocation of the training model (the same carving, policy and backend)
+    pt_backend *be = pt_backend_create(backend);
+    if (!be) { pt_plan_free(&plan); free(node); free(h); return cli_fail(); }
     const double act_b = (double)qwen3_activation_bytes(
-        &plan.local, B, S, ref->attention_saved_floats(ref, B, S, plan.local.num_attention_heads, plan.local.head_dim));
-    pt_backend_destroy(ref);
+        &plan.local, B, S, be->attention_saved_floats(be, B, S, plan.local.num_attention_heads, plan.local.head_dim),
+        ac_policy, ac_every);
+    pt_backend_destroy(be);
+    // Start-up: every rank reads the whole HF model in fp32 before it keeps its shards (docs/DISTRIBUTED.md,
+    // Limits): one full copy per rank for a moment, beside the parameter state.
+    double full_b = 0;
+    {
+        pt_backend *ref = pt_backend_cpu_ref_create();  // layout only: nothing is allocated
+        qwen3_model fm;
+        if (qwen3_create_layout(&fm, &cfg, ref) == 0) {
+            full_b = 4.0 * (double)fm.num_params;
+            qwen3_free(&fm);
+        }
+        pt_backend_destroy(ref);
+    }
+    int recomputed = 0;  // layers whose forward runs again in backward (FULL)
+    {
+        qwen3_model acm;
+        memset(&acm, 0, sizeof acm);
+        acm.ac_policy = ac_policy, acm.ac_every = ac_every;
+        for (int l = 0; l < cfg.num_hidden_layers; l++) recomputed += qwen3_layer_ac_mode(&acm, l) == QWEN3_AC_FULL;
+    }
     pt_step_bytes sb;
-    pt_plan_step_bytes(&plan, &mesh, (long)B * S, A, &sb);
+    pt_plan_step_bytes(&plan, &mesh, (long)B * S, A, recomputed, &sb);
     const double fsdp_b = sb.fsdp_allgather + sb.fsdp_reduce_scatter, dp_b = sb.dp_allreduce;
     // on the wire per rank, ring algorithms: all-reduce 2(P-1)/P x buffer, gather/scatter (P-1)/P x buffer
     const double wire_tp = mesh.tp > 1 ? (sb.tp_allreduce * 2 + sb.tp_allgather) * (mesh.tp - 1) / mesh.tp : 0;
     const double wire_fsdp = mesh.fsdp > 1 ? fsdp_b * (mesh.fsdp - 1) / mesh.fsdp : 0;
     const double wire_dp = mesh.dp > 1 ? dp_b * 2 * (mesh.dp - 1) / mesh.dp : 0;
     const double wire[3] = {wire_tp, wire_fsdp, wire_dp};
+    // A collective's link class is that of its worst-placed group: the groups of a kind run in lockstep
+    // (every step ends in collectives over the other dimensions), so one group that crosses nodes paces
+    // them all, whichever group rank 0 is in.
     double intra = 0, inter = 0;
     for (int k = 0; k < 3; k++) {
-        if (rank0_inter[k]) inter += wire[k];
+        if (crossing[k]) inter += wire[k];
         else intra += wire[k];
     }
     char order_s[32];
@@ -196,7 +276,7 @@ int cmd_topo(int argc, char **argv) {
         cJSON_AddNumberToObject(r, "fsdp", mesh.fsdp);
         cJSON_AddNumberToObject(r, "dp", mesh.dp);
         cJSON_AddStringToObject(r, "mesh_order", order_s);
-        cJSON_AddNumberToObject(r, "nodes", h->n);
+        cJSON_AddNumberToObject(r, "nodes", nodes);
         cJSON *g = cJSON_AddObjectToObject(r, "groups");
         for (int k = 0; k < 3; k++) {
             cJSON *e = cJSON_AddObjectToObject(g, dname[k]);
@@ -206,6 +286,9 @@ int cmd_topo(int argc, char **argv) {
         cJSON *m = cJSON_AddObjectToObject(r, "memory_bytes_per_rank");
         cJSON_AddNumberToObject(m, "parameter_state", state_b);
         cJSON_AddNumberToObject(m, "activations", act_b);
+        cJSON_AddNumberToObject(m, "startup_full_model", full_b);
+        cJSON_AddStringToObject(r, "backend", backend);
+        cJSON_AddStringToObject(r, "activation_checkpointing", ac ? ac : "none");
         cJSON *b = cJSON_AddObjectToObject(r, "comm_bytes_per_step");  // pt_comm counter units (metrics.jsonl)
         cJSON_AddNumberToObject(b, "allreduce", sb.tp_allreduce + sb.dp_allreduce);
         cJSON_AddNumberToObject(b, "allgather", sb.tp_allgather + sb.fsdp_allgather);
@@ -220,7 +303,7 @@ int cmd_topo(int argc, char **argv) {
     } else {
         char b1[32], b2[32], b3[32];
         printf("mesh: %d ranks = tp %d x fsdp %d x dp %d, placement innermost first %s, %d node(s)\n", world, mesh.tp,
-               mesh.fsdp, mesh.dp, order_s, h->n);
+               mesh.fsdp, mesh.dp, order_s, nodes);
         printf("model: %d layers, hidden %d, heads %d (kv %d), intermediate %d, vocab %d; per TP rank: %d heads, %d kv "
                "heads, %d intermediate, %d vocab rows\n", cfg.num_hidden_layers, cfg.hidden_size,
                cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size, cfg.vocab_size,
@@ -246,26 +329,33 @@ int cmd_topo(int argc, char **argv) {
             }
         }
         printf("\nmemory per rank: parameter state %s (fp32 params, grads, AdamW m and v shards%s), activations %s "
-               "(batch %d x %d tokens)\n", human(state_b, b1), mesh.fsdp > 1 ? " + FSDP working slots" : "",
-               human(act_b, b2), B, S);
+               "(batch %d x %d tokens, backend %s, activation checkpointing %s)\n", human(state_b, b1),
+               mesh.fsdp > 1 ? " + FSDP working slots" : "", human(act_b, b2), B, S, backend, ac ? ac : "none");
+        printf("  at start-up each rank also holds the whole model in fp32 (%s) while it reads the HF weights, "
+               "beside its parameter state\n", human(full_b, b1));
         printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
         printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
-        const char *cls[2] = {"intra-node", "inter-node"};
+        char cls[3][96];
+        for (int k = 0; k < 3; k++) {
+            if (!crossing[k]) snprintf(cls[k], sizeof cls[k], "intra-node");
+            else if (crossing[k] == groups[k]) snprintf(cls[k], sizeof cls[k], "inter-node");
+            else snprintf(cls[k], sizeof cls[k], "inter-node (%d of %d groups cross nodes)", crossing[k], groups[k]);
+        }
         if (mesh.tp > 1) {
             printf("  %-34s %14s  %s, %s\n", "tp all-reduce (activations)", human(sb.tp_allreduce, b1),
-                   human(sb.tp_allreduce * 2 * (mesh.tp - 1) / mesh.tp, b2), cls[rank0_inter[0]]);
+                   human(sb.tp_allreduce * 2 * (mesh.tp - 1) / mesh.tp, b2), cls[0]);
             printf("  %-34s %14s  %s, %s\n", "tp all-gather (cross-entropy stats)", human(sb.tp_allgather, b1),
-                   human(sb.tp_allgather * (mesh.tp - 1) / mesh.tp, b2), cls[rank0_inter[0]]);
+                   human(sb.tp_allgather * (mesh.tp - 1) / mesh.tp, b2), cls[0]);
         }
         if (mesh.fsdp > 1) {
             printf("  %-34s %14s  %s, %s\n", "fsdp all-gather (parameters)", human(sb.fsdp_allgather, b1),
-                   human(sb.fsdp_allgather * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[rank0_inter[1]]);
+                   human(sb.fsdp_allgather * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[1]);
             printf("  %-34s %14s  %s, %s\n", "fsdp reduce-scatter (gradients)", human(sb.fsdp_reduce_scatter, b1),
-                   human(sb.fsdp_reduce_scatter * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[rank0_inter[1]]);
+                   human(sb.fsdp_reduce_scatter * (mesh.fsdp - 1) / mesh.fsdp, b2), cls[1]);
         }
         if (mesh.dp > 1)
             printf("  %-34s %14s  %s, %s\n", "dp all-reduce (gradients)", human(sb.dp_allreduce, b1), human(wire_dp, b2),
-                   cls[rank0_inter[2]]);
+                   cls[2]);
         printf("  total on the wire: intra-node %s, inter-node %s\n", human(intra, b1), human(inter, b3));
     }
     pt_plan_free(&plan);

@@ -1,6 +1,8 @@
 #include "dist/comm.h"
 #include "util/common.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,30 +253,55 @@ void pt_comm_sum_f64(pt_comm *c, const double *in, double *out, int n) {
     free(all);
 }
 
+// MPI's counts and displacements are int: a gather whose total passes INT_MAX bytes (the final model's
+// embedding of a large vocabulary: Qwen3-8B's is 2.49 GB) goes rank by rank in pieces instead.
+// PT_TEST_GATHER_LIMIT lowers that bound so tests take the piecewise path with small buffers.
+static size_t gather_limit(void) {
+    static size_t lim;
+    if (!lim) {
+        const char *e = getenv("PT_TEST_GATHER_LIMIT");
+        lim = e && atoll(e) > 0 ? (size_t)atoll(e) : (size_t)INT_MAX;
+    }
+    return lim;
+}
+
 void pt_comm_gather_bytes(pt_comm *c, const void *send, size_t n, int root, char **recv, size_t *counts) {
     const double t0 = pt_now_s();
     if (c->rank == root) *recv = NULL;
 #ifdef PT_HAVE_MPI
     if (MULTI(c)) {
-        int mine = (int)n, *cnt = NULL, *disp = NULL;
-        if (c->rank == root) {
-            cnt = pt_calloc(c->size, sizeof(int));
-            disp = pt_calloc(c->size, sizeof(int));
-        }
-        MPI_Gather(&mine, 1, MPI_INT, cnt, 1, MPI_INT, root, c->mpi);
+        // every rank learns every size, so all take the same path
+        uint64_t mine = n, *all = pt_calloc(c->size, sizeof(uint64_t));
+        MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, c->mpi);
         size_t total = 0;
+        for (int r = 0; r < c->size; r++) total += (size_t)all[r];
+        const size_t lim = gather_limit();
         if (c->rank == root) {
-            for (int r = 0; r < c->size; r++) {
-                disp[r] = (int)total;
-                total += (size_t)cnt[r];
-                counts[r] = (size_t)cnt[r];
-            }
+            for (int r = 0; r < c->size; r++) counts[r] = (size_t)all[r];
             *recv = pt_malloc(total + 1);
         }
-        MPI_Gatherv(send, mine, MPI_BYTE, c->rank == root ? *recv : NULL, cnt, disp, MPI_BYTE, root, c->mpi);
-        free(cnt);
-        free(disp);
-        account(PT_COLL_CONTROL, total, t0);
+        if (total <= lim) {
+            int *cnt = pt_calloc(c->size, sizeof(int)), *disp = pt_calloc(c->size, sizeof(int));
+            for (int r = 0, off = 0; r < c->size; r++) cnt[r] = (int)all[r], disp[r] = off, off += cnt[r];
+            MPI_Gatherv(send, (int)n, MPI_BYTE, c->rank == root ? *recv : NULL, cnt, disp, MPI_BYTE, root, c->mpi);
+            free(cnt);
+            free(disp);
+        } else if (c->rank == root) {
+            size_t off = 0;
+            for (int r = 0; r < c->size; r++) {
+                if (r == root) memcpy(*recv + off, send, n);
+                else
+                    for (size_t o = 0; o < all[r]; o += lim)
+                        MPI_Recv(*recv + off + o, (int)PT_MIN(lim, all[r] - o), MPI_BYTE, r, 0, c->mpi,
+                                 MPI_STATUS_IGNORE);
+                off += all[r];
+            }
+        } else {
+            for (size_t o = 0; o < n; o += lim)
+                MPI_Send((const char *)send + o, (int)PT_MIN(lim, n - o), MPI_BYTE, root, 0, c->mpi);
+        }
+        free(all);
+        account(PT_COLL_CONTROL, c->rank == root ? total : 0, t0);
         return;
     }
 #endif

@@ -203,13 +203,17 @@ void pt_plan_free(pt_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long N, int accum, pt_step_bytes *out) {
+void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long N, int accum, int recomputed_layers,
+                        pt_step_bytes *out) {
     memset(out, 0, sizeof *out);
     const int L = p->global.num_hidden_layers, C = p->global.hidden_size, tied = p->global.tie_word_embeddings;
     const double f4 = sizeof(float);
     if (mesh->tp > 1) {
         // per micro-batch: embedding + 2 per layer forward; lm_head + 2 per layer backward
         out->tp_allreduce = accum * 2.0 * (1 + 2 * L) * (double)N * C * f4;
+        // activation checkpointing: a recomputed (FULL) layer repeats its attention block in backward,
+        // o_proj's all-reduce included (the MLP's output is not recomputed)
+        out->tp_allreduce += accum * (double)recomputed_layers * N * C * f4;
         // q_norm/k_norm gradients: once per micro-batch per layer (fsdp) or once per step
         double qk = 0;
         for (int i = 0; i < p->nt; i++)

@@ -81,9 +81,10 @@ int pt_plan_unit_direct(const pt_plan *p, int unit);
 
 // Bytes a rank's collectives move in one optimizer step (pt_comm counters'
 // units), by group: predicted from the plan, the local batch (rows x seq
-// tokens per micro-batch) and the accumulation steps.
+// tokens per micro-batch), the accumulation steps and the number of layers
+// activation checkpointing recomputes in backward (QWEN3_AC_FULL layers).
 typedef struct {
     double tp_allreduce, tp_allgather, fsdp_allgather, fsdp_reduce_scatter, dp_allreduce;
 } pt_step_bytes;
 void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long tokens_per_micro, int accum,
-                        pt_step_bytes *out);
+                        int recomputed_layers, pt_step_bytes *out);

@@ -408,17 +408,20 @@ static void box_from_full(const float *full, const pt_plan_tensor *t, float *out
 int pt_parallel_load_full(pt_parallel *P, const qwen3_model *full_model) {
     pt_backend *be = P->be;
     const qwen3_model full = *full_model;
-    float *host = pt_malloc(sizeof(float) * full.num_params);
-    be->download(be, host, full.params, sizeof(float) * full.num_params);
-    float *shard = pt_calloc(P->plan.shard_numel, sizeof(float));
+    // Host backends: the full model's own buffer (no second full copy per rank at start-up).
+    float *host = be->host_memory ? full.params : pt_malloc(sizeof(float) * full.num_params);
+    if (!be->host_memory) be->download(be, host, full.params, sizeof(float) * full.num_params);
+    float *shard = be->host_memory && P->mesh.fsdp == 1 ? P->p : pt_calloc(P->plan.shard_numel, sizeof(float));
     for (int i = 0; i < P->plan.nt; i++) {
         const pt_plan_tensor *t = &P->plan.t[i];
         const qwen3_param_info *ft = qwen3_find_tensor(&full, t->name);
         box_from_full(host + ft->offset, t, shard + t->shard_offset);
     }
-    be->upload(be, P->p, shard, sizeof(float) * P->plan.shard_numel);
-    free(shard);
-    free(host);
+    if (shard != P->p) {
+        be->upload(be, P->p, shard, sizeof(float) * P->plan.shard_numel);
+        free(shard);
+    }
+    if (host != full.params) free(host);
     for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
     return 0;
 }

@@ -103,7 +103,8 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
     shard_set s;
     if (shards_open(&s, dir) != 0) return -1;
     int rc = -1;
-    real_t *host = pt_calloc(m->num_params, sizeof(real_t));
+    // Host backends read straight into the parameters (no second full copy at start-up).
+    real_t *host = m->be->host_memory ? m->params : pt_calloc(m->num_params, sizeof(real_t));
     for (int i = 0; i < m->num_tensors; i++) {
         const qwen3_param_info *pi = &m->tensors[i];
         const st_file *f = NULL;
@@ -167,11 +168,11 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
             if (!qwen3_find_tensor(m, name) && !(m->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight")))
                 pt_warn("%s: unexpected tensor \"%s\" ignored", s.files[k].path, name);
         }
-    m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+    if (host != m->params) m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
     qwen3_params_changed(m);
     rc = 0;
 done:
-    free(host);
+    if (host != m->params) free(host);
     shards_close(&s);
     return rc;
 }

@@ -136,6 +136,29 @@ static void refresh_working_weights(qwen3_model *m) {
     m->wparams_stale = 0;
 }
 
+int qwen3_parse_activation_checkpointing(const char *s, int *policy, int *every) {
+    *policy = QWEN3_AC_NONE;
+    *every = 1;
+    if (!s || !strcmp(s, "none")) return 0;
+    if (!strcmp(s, "full")) { *policy = QWEN3_AC_FULL; return 0; }
+    if (!strcmp(s, "op")) { *policy = QWEN3_AC_OP; return 0; }
+    if (!strncmp(s, "selective", 9)) {
+        *policy = QWEN3_AC_SELECTIVE;
+        *every = 2;  // TorchTitan's default layer frequency
+        if (!s[9]) return 0;
+        char *end;
+        if (!strncmp(s + 9, ":every=", 7)) {
+            long n = strtol(s + 16, &end, 10);
+            if (end != s + 16 && !*end && n >= 1 && n <= 1000000) {
+                *every = (int)n;
+                return 0;
+            }
+        }
+    }
+    pt_set_error("--activation-checkpointing '%s': want none, full, selective[:every=N] (N >= 1) or op", s);
+    return -1;
+}
+
 int qwen3_layer_ac_mode(const qwen3_model *m, int layer) {
     switch (m->ac_policy) {
     case QWEN3_AC_FULL: return QWEN3_AC_FULL;
@@ -253,48 +276,20 @@ static void rope_tables(const qwen3_config *cfg, int T, real_t *cos_h, real_t *s
         }
 }
 
-size_t qwen3_activation_bytes(const qwen3_config *c, int B, int T, size_t S) {
-    const size_t N = (size_t)B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
-                 KV = c->num_key_value_heads, D = c->head_dim, QD = H * D, KD = KV * D;
-#define A16(x) (((x) + 15) & ~(size_t)15)
-    const size_t per_layer = A16(N * C) * 4 + A16(N) * 2 + A16(N * QD) * 3 + A16(N * KD) * 4 + A16(N * H) +
-                             A16(N * KV) + A16(S) + A16(N * I) * 3;
-    const size_t shared = A16(N * C) * 4 + A16(N) + A16((size_t)T * D) * 2 + A16(N * QD) * 3 + A16(N * KD) * 3 +
-                          A16(N * I) * 3;
-#undef A16
-    return (per_layer * c->num_hidden_layers + shared) * sizeof(real_t);
-}
-
-int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
-    if (B <= m->max_B && T <= m->max_T) return 0;
-    if (T > m->cfg.max_position_embeddings) {
-        pt_set_error("sequence length %d exceeds max_position_embeddings %d", T, m->cfg.max_position_embeddings);
-        return -1;
-    }
-    B = PT_MAX(B, m->max_B);
-    T = PT_MAX(T, m->max_T);
-    free_activations(m);
-    pt_backend *be = m->be;
+// Carves the activation buffers of a B x T batch out of the memory at `base`
+// (m->acts and the shared buffers point into it) and returns its length in
+// floats. With base 0 it only measures (the pointers are never used), so the
+// allocation and qwen3_activation_bytes are the same computation.
+static size_t carve_activations(qwen3_model *m, int B, int T, size_t S, uintptr_t base) {
     const qwen3_config *c = &m->cfg;
     const size_t N = (size_t)B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
                  KV = c->num_key_value_heads, D = c->head_dim;
     const size_t QD = H * D, KD = KV * D;
-    const size_t S = be->attention_saved_floats(be, B, T, (int)H, (int)D);
     const int L = c->num_hidden_layers;
-#define ALIGN16(x) (((x) + 15) & ~(size_t)15)
-    // Two passes over the same carving: the first only measures (the
-    // pointers it hands out are never used).
-    uintptr_t base = 0;
     size_t used = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            m->act_bytes = used * sizeof(real_t);
-            m->act_memory = be->alloc(be, m->act_bytes);
-            free(m->acts);
-            base = (uintptr_t)m->act_memory;
-            used = 0;
-        }
+#define ALIGN16(x) (((x) + 15) & ~(size_t)15)
 #define TAKE(n) (used += ALIGN16(n), (real_t *)(base + sizeof(real_t) * (used - ALIGN16(n))))
+    free(m->acts);
     m->acts = pt_calloc(L, sizeof(qwen3_layer_acts));
     // Per-layer buffers, in struct order: length, and the policies that keep
     // the buffer per layer (the others point it at the shared set `rc`, which
@@ -341,9 +336,38 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     m->d_gate = TAKE(N * I);
     m->d_up = TAKE(N * I);
     m->d_act = TAKE(N * I);
-    }
 #undef TAKE
 #undef ALIGN16
+    return used;
+}
+
+size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every) {
+    qwen3_model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.ac_policy = ac_policy;
+    m.ac_every = ac_every > 0 ? ac_every : 1;
+    const size_t used = carve_activations(&m, B, T, S, 0);
+    free(m.acts);
+    return used * sizeof(real_t);
+}
+
+int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
+    if (B <= m->max_B && T <= m->max_T) return 0;
+    if (T > m->cfg.max_position_embeddings) {
+        pt_set_error("sequence length %d exceeds max_position_embeddings %d", T, m->cfg.max_position_embeddings);
+        return -1;
+    }
+    B = PT_MAX(B, m->max_B);
+    T = PT_MAX(T, m->max_T);
+    free_activations(m);
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const size_t N = (size_t)B * T, H = c->num_attention_heads, D = c->head_dim;
+    const size_t S = be->attention_saved_floats(be, B, T, (int)H, (int)D);
+    m->act_bytes = carve_activations(m, B, T, S, 0) * sizeof(real_t);
+    m->act_memory = be->alloc(be, m->act_bytes);
+    carve_activations(m, B, T, S, (uintptr_t)m->act_memory);
     m->ids = be->alloc(be, sizeof(int32_t) * N);
     m->targets = be->alloc(be, sizeof(int32_t) * N);
     m->host_ids = pt_malloc(sizeof(int32_t) * N);

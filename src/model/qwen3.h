@@ -129,6 +129,8 @@ void qwen3_params_changed(qwen3_model *m);
 enum { QWEN3_AC_NONE = 0, QWEN3_AC_FULL = 1, QWEN3_AC_SELECTIVE = 2, QWEN3_AC_OP = 3 };
 struct qwen3_model;
 int qwen3_set_activation_checkpointing(struct qwen3_model *m, int policy, int every);
+// --activation-checkpointing none | full | selective[:every=N] | op: the policy and SELECTIVE's layer frequency.
+int qwen3_parse_activation_checkpointing(const char *s, int *policy, int *every);
 // The policy that applies to one layer (NONE, FULL or OP).
 int qwen3_layer_ac_mode(const struct qwen3_model *m, int layer);
 
@@ -148,8 +150,9 @@ void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grad
 void qwen3_alloc_grads(qwen3_model *m);
 // Allocates activations for batches up to B x T (re-allocates when larger).
 int qwen3_alloc_activations(qwen3_model *m, int B, int T);
-// Bytes of that activation allocation (S = the backend's attention_saved_floats).
-size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S);
+// Bytes of that activation allocation (S = the backend's attention_saved_floats) under an activation
+// checkpointing policy (QWEN3_AC_*, every: SELECTIVE's layer frequency): the same carving as the allocation.
+size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every);
 const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name);
 // Whether a tensor gets weight decay (HF Trainer: not norms or biases).
 int qwen3_tensor_decays(const qwen3_param_info *t);

@@ -156,29 +156,6 @@ static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
 }
 
 // --activation-checkpointing none|full|selective[:every=N]|op
-static int parse_ac(const char *s, int *policy, int *every) {
-    *policy = QWEN3_AC_NONE;
-    *every = 1;
-    if (!s || !strcmp(s, "none")) return 0;
-    if (!strcmp(s, "full")) { *policy = QWEN3_AC_FULL; return 0; }
-    if (!strcmp(s, "op")) { *policy = QWEN3_AC_OP; return 0; }
-    if (!strncmp(s, "selective", 9)) {
-        *policy = QWEN3_AC_SELECTIVE;
-        *every = 2;  // TorchTitan's default layer frequency
-        if (!s[9]) return 0;
-        char *end;
-        if (!strncmp(s + 9, ":every=", 7)) {
-            long n = strtol(s + 16, &end, 10);
-            if (end != s + 16 && !*end && n >= 1 && n <= 1000000) {
-                *every = (int)n;
-                return 0;
-            }
-        }
-    }
-    pt_set_error("--activation-checkpointing '%s': want none, full, selective[:every=N] (N >= 1) or op", s);
-    return -1;
-}
-
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
@@ -435,10 +412,11 @@ static void startup_alarm(int sig) {
     _exit(1);
 }
 
-// Every rank reports whether its set-up succeeded and its resolved arguments;
-// rank 0 checks that all succeeded and agree, and every rank gets the verdict.
+// Every rank reports whether its set-up succeeded and its resolved arguments
+// (and, with `inputs`, the sha256 of the model and data it read); rank 0 checks
+// that all succeeded and agree, and every rank gets the verdict.
 // Returns 0, or -1 with the same error on every rank.
-static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
+static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const pt_run_hashes *inputs) {
     cJSON *rep = cJSON_CreateObject();
     cJSON_AddBoolToObject(rep, "ok", ok);
     if (!ok) cJSON_AddStringToObject(rep, "error", pt_last_error());
@@ -446,6 +424,12 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     cJSON *aj = args_json(a);
     cJSON_DeleteItemFromObject(aj, "omp_threads");  // may differ per rank
     cJSON_AddItemToObject(rep, "args", aj);
+    if (ok && inputs) {  // the same paths can hold other files on another node (no shared filesystem)
+        cJSON *in = cJSON_AddObjectToObject(rep, "inputs");
+        cJSON_AddStringToObject(in, "model config", inputs->config_sha256);
+        cJSON_AddStringToObject(in, "model weights", inputs->initial_weights_sha256);
+        cJSON_AddStringToObject(in, "data", inputs->dataset_sha256);
+    }
     char *text = cJSON_PrintUnformatted(rep);
     cJSON_Delete(rep);
     const int W = pt_comm_size(world), me = pt_comm_rank(world);
@@ -458,7 +442,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
     verdict.ok = 1;
     if (me == 0) {
         size_t off = 0;
-        cJSON *args0 = NULL;
+        cJSON *args0 = NULL, *inputs0 = NULL;
         for (int r = 0; r < W && verdict.ok; r++) {
             cJSON *rj = cJSON_ParseWithLength(all + off, counts[r]);
             off += counts[r];
@@ -470,6 +454,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
                 verdict.usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "usage"));
             } else if (r == 0) {
                 args0 = cJSON_DetachItemFromObject(rj, "args");
+                inputs0 = cJSON_DetachItemFromObject(rj, "inputs");
             } else {
                 const cJSON *ar = cJSON_GetObjectItemCaseSensitive(rj, "args"), *x;
                 cJSON_ArrayForEach(x, args0) {
@@ -484,10 +469,22 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a) {
                     verdict.ok = 0;
                     break;
                 }
+                const cJSON *in = cJSON_GetObjectItemCaseSensitive(rj, "inputs");
+                cJSON_ArrayForEach(x, inputs0) {
+                    if (!verdict.ok) break;
+                    const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, x->string);
+                    if (!cJSON_IsString(x) || !cJSON_IsString(y) || !strcmp(x->valuestring, y->valuestring)) continue;
+                    snprintf(verdict.text, sizeof verdict.text,
+                             "rank %d read other files than rank 0: the %s differs (sha256 %.12s... there, %.12s... on "
+                             "rank 0); every rank must read the same --model and --data (a shared filesystem or "
+                             "identical copies)", r, x->string, y->valuestring, x->valuestring);
+                    verdict.ok = 0;
+                }
             }
             cJSON_Delete(rj);
         }
         cJSON_Delete(args0);
+        cJSON_Delete(inputs0);
     }
     free(all);
     free(counts);
@@ -601,6 +598,7 @@ int pt_train(const pt_train_args *args) {
     pt_run_hashes hashes;
     memset(&hashes, 0, sizeof hashes);
     int setup_ok = 0;
+    bool made_output_dir = false;  // rank 0 created --output-dir in this set-up
     const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
     int data_world = 1, data_rank = 0;
 
@@ -617,7 +615,7 @@ int pt_train(const pt_train_args *args) {
     if (world) {
         // Rank 0 alone looks at the output dir; the others must learn of a refusal now, before the
         // collectives of the set-up below would wait for rank 0 until the start-up timeout.
-        if (startup_agree(world, rank != 0 || prepare_output_dir(a) == 0, a) != 0) {
+        if (startup_agree(world, rank != 0 || prepare_output_dir(a) == 0, a, NULL) != 0) {
             alarm(0);
             goto done;
         }
@@ -636,7 +634,13 @@ int pt_train(const pt_train_args *args) {
     pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
     if (world) {
         pt_mesh mesh;
-        if (resolve_mesh(a, pt_comm_size(world), &mesh) != 0) goto setup_done;
+        // A layout that cannot fit this job or this model is a usage error (exit 2): --supervise must not
+        // restart a job that cannot start.
+        if (resolve_mesh(a, pt_comm_size(world), &mesh) != 0 ||
+            pt_mesh_validate(&mesh, pt_comm_size(world), &model.cfg) != 0) {
+            g_usage_error = 1;
+            goto setup_done;
+        }
         P = pt_parallel_create(world, &mesh, &model.cfg, be);
         if (!P) goto setup_done;
         g_par = P;
@@ -695,7 +699,7 @@ int pt_train(const pt_train_args *args) {
     }
     {
         int acp, ace;
-        if (parse_ac(a->activation_checkpointing, &acp, &ace) != 0) {
+        if (qwen3_parse_activation_checkpointing(a->activation_checkpointing, &acp, &ace) != 0) {
             g_usage_error = 1;
             goto setup_done;
         }
@@ -705,6 +709,7 @@ int pt_train(const pt_train_args *args) {
         if (P) {
             pt_set_error("--precision %s runs on a single process in this build (not under --tp/--fsdp/--dp)",
                          a->precision);
+            g_usage_error = 1;  // cannot succeed on a restart either
             goto setup_done;
         }
         if (qwen3_set_precision(mdl, a->precision) != 0) goto setup_done;
@@ -712,12 +717,19 @@ int pt_train(const pt_train_args *args) {
     if (qwen3_alloc_activations(mdl, B, T) != 0) goto setup_done;
     snprintf(hashes.dataset_sha256, 65, "%s", pt_loader_data_sha256(loader));
     // Created only now: a run refused during set-up leaves no empty output directory behind.
-    if (rank == 0 && pt_mkdir_p(a->output_dir) != 0) goto setup_done;
+    if (rank == 0) {
+        made_output_dir = !pt_is_dir(a->output_dir);
+        if (pt_mkdir_p(a->output_dir) != 0) goto setup_done;
+    }
     setup_ok = 1;
 setup_done:
     if (world) {
         alarm(0);
-        if (startup_agree(world, setup_ok, a) != 0) goto done;
+        if (startup_agree(world, setup_ok, a, setup_ok ? &hashes : NULL) != 0) {
+            // another rank's set-up failed after rank 0 made the directory: remove it again (if still empty)
+            if (made_output_dir) rmdir(a->output_dir);
+            goto done;
+        }
     } else if (!setup_ok) {
         goto done;
     }
@@ -735,7 +747,7 @@ setup_done:
         }
         start_step = c ? resume(c, a, mdl, &opt, P, &hashes, rows_per_step, loader) : -1;
         if (world) {  // every rank must have restored its shards; rank 0 names the one that did not
-            if (startup_agree(world, start_step >= 0, a) != 0) {
+            if (startup_agree(world, start_step >= 0, a, NULL) != 0) {
                 if (c) ckpt_close(c);
                 goto done;
             }
@@ -966,8 +978,10 @@ setup_done:
             const int W = pt_parallel_world(P);
             double mine = rss_peak_mib(), *all = pt_malloc(sizeof(double) * W);
             pt_comm_allgather_f64(world, &mine, all, 1, PT_COLL_CONTROL);
-            rl += snprintf(rec + rl, sizeof rec - rl, "}, \"state_bytes_per_rank\": %zu, \"peak_rss_mib_per_rank\": [",
-                           pt_parallel_state_bytes(P));
+            double rss_max = 0;  // the single-process field: here the largest rank's
+            for (int r = 0; r < W; r++) rss_max = all[r] > rss_max ? all[r] : rss_max;
+            rl += snprintf(rec + rl, sizeof rec - rl, "}, \"peak_rss_mib\": %.1f, \"state_bytes_per_rank\": %zu, "
+                           "\"peak_rss_mib_per_rank\": [", rss_max, pt_parallel_state_bytes(P));
             for (int r = 0; r < W && rl < (int)sizeof rec - 64; r++)
                 rl += snprintf(rec + rl, sizeof rec - rl, "%s%.1f", r ? ", " : "", all[r]);
             rl += snprintf(rec + rl, sizeof rec - rl, "]");

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The distributed-features audit of 2026-12-05 (docs/DISTRIBUTED.md, "Audit"), 2-4 ranks oversubscribed:
+#  - `topo` predicts the activation allocation, the parameter state and the bytes per step that a run
+#    measures (metrics.jsonl) under activation checkpointing, another backend and a tied embedding
+#    (tests/test_dist.sh covers the plain layouts);
+#  - topo's hostfile: what mpirun refuses or reads otherwise is a one-line error naming the line; a
+#    collective whose groups partly cross nodes is counted as inter-node (the worst group paces the step);
+#  - ranks that read other data under the same path (node-local copies that differ) are refused at
+#    start-up with one error naming the rank, instead of training on different data silently;
+#  - a distributed metrics.jsonl record has every field of the single process's, with the same global
+#    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
+#    each rank its own heartbeat);
+#  - start-up memory: a rank holds at most one full fp32 copy of the model beside its training state
+#    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture), and topo says so;
+#  - a layout that cannot run (world size, heads vs tp, --mesh-order, bf16) is a usage error, exit 2, which
+#    --supervise passes through instead of restarting the job;
+#  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
+#    tests/manual/gather_big.c; here PT_TEST_GATHER_LIMIT makes the final model and the checkpoint
+#    take that path): the same bytes as the one-call gather;
+set -uo pipefail
+: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
+if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. "$PT_SOURCE_DIR/tests/cli_check.sh"
+fail=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
+# ASan+UBSan: no LeakSanitizer in MPI ranks (as tests/test_dist.sh; exported, so --supervise's mpirun has it too)
+[ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+fixture="$PT_SOURCE_DIR/tests/fixtures/golden"
+data="$fixture/untied/data.bin"
+for kind in untied tied; do
+  "$PORTATRAIN" init --config "$fixture/$kind/config.json" --seed 7 --output-dir "$T/init_$kind" >/dev/null 2>&1
+done
+
+# 1. topo = measured: name kind np tp fsdp dp batch accumulation [options for both topo and train]
+topo_vs_run() {
+  local name=$1 kind=$2 np=$3 tp=$4 fsdp=$5 dp=$6 b=$7 acc=$8; shift 8
+  if ! "${MPIRUN[@]}" -np "$np" "$PORTATRAIN" train --model "$T/init_$kind" --data "$data" --output-dir "$T/$name" \
+      --max-steps 2 --seq-len 16 --per-device-train-batch-size "$b" --gradient-accumulation-steps "$acc" --quiet \
+      --tp "$tp" --fsdp "$fsdp" --dp "$dp" "$@" >"$T/out" 2>&1; then
+    echo "FAIL: $name run"; cat "$T/out"; fail=1; return
+  fi
+  "$PORTATRAIN" topo --world "$np" --tp "$tp" --fsdp "$fsdp" --dp "$dp" --model "$T/init_$kind" --seq-len 16 \
+    --per-device-train-batch-size "$b" --gradient-accumulation-steps "$acc" --json "$@" >"$T/topo.json" 2>"$T/out" \
+    || { echo "FAIL: $name topo"; cat "$T/out"; fail=1; return; }
+  if python3 - "$T/topo.json" "$T/$name/metrics.jsonl" <<'PY' >"$T/out"
+import json, sys
+t = json.load(open(sys.argv[1]))
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    for k, v in t["comm_bytes_per_step"].items():
+        if r["comm_bytes"][k] != v: sys.exit("step %d %s: measured %d, topo %d" % (r["step"], k, r["comm_bytes"][k], v))
+    m = t["memory_bytes_per_rank"]
+    if r["activation_bytes"] != m["activations"]:
+        sys.exit("activations: measured %d, topo %d" % (r["activation_bytes"], m["activations"]))
+    if r["state_bytes_per_rank"] != m["parameter_state"]:
+        sys.exit("parameter state: measured %d, topo %d" % (r["state_bytes_per_rank"], m["parameter_state"]))
+PY
+  then echo "ok: topo = measured ($name)"; else echo "FAIL: topo vs measured ($name)"; cat "$T/out"; fail=1; fi
+}
+topo_vs_run tp2-full untied 2 2 1 1 4 2 --activation-checkpointing full
+topo_vs_run tp2fsdp2-full untied 4 2 2 1 2 2 --activation-checkpointing full
+topo_vs_run tp2dp2-selective-cpu tied 4 2 1 2 2 2 --activation-checkpointing selective:every=2 --backend cpu
+topo_vs_run fsdp2-op untied 2 1 2 1 4 1 --activation-checkpointing op
+topo_vs_run tp2fsdp2 untied 4 2 2 1 2 1
+check 2 "want none, full" -- "$PORTATRAIN" topo --world 2 --tp 2 --model "$T/init_untied" --activation-checkpointing most
+
+# 2. hostfiles (8 ranks, TP2 x FSDP4)
+topo8=("$PORTATRAIN" topo --world 8 --tp 2 --fsdp 4 --model "$T/init_untied" --seq-len 16 --per-device-train-batch-size 1)
+hosts() { printf "$1" >"$T/hosts"; }
+hosts 'a slots=4\na slots=4\n'; check 1 "hosts:2: host 'a' is already listed on line 1" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a slots=4x\nb slots=4\n'; check 1 "hosts:1: 'slots=4x': the slot count must be a positive" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a\nb\n'; check 1 "hosts:1: host 'a' has no slot count" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a max_slots=4\n'; check 1 "hosts:1: host 'a' has no slot count" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts '# two nodes\na slots=4 max_slots=8\nb foo=4\n'; check 1 "hosts:3: unexpected 'foo=4'" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a:\n'; check 1 "hosts:1: 'a:': the slot count" -- "${topo8[@]}" --hosts "$T/hosts"
+hosts 'a slots=2\nb slots=2\n'; check 1 "the hosts have 4 slots for 8 ranks" -- "${topo8[@]}" --hosts "$T/hosts"
+# 3 + 5 slots: rank 0's TP group stays on node a, the group of ranks 2-3 spans both nodes
+hosts 'a slots=3\nb:5\r\nc slots=8\n'
+check 0 "tp all-reduce (activations).*inter-node (1 of 4 groups cross nodes)" -- "${topo8[@]}" --hosts "$T/hosts"
+check 0 "8 ranks = tp 2 x fsdp 4 x dp 1, placement innermost first tp,fsdp,dp, 2 node(s)" -- "${topo8[@]}" --hosts "$T/hosts"
+"${topo8[@]}" --hosts "$T/hosts" --json >"$T/topo.json"
+jcheck "$T/topo.json" 'r["wire_bytes_per_step_per_rank"]["intra_node"] == 0 and r["groups"]["tp"]["crossing_nodes"] == 1 and r["nodes"] == 2' \
+  "3 + 5 slots: every collective counted inter-node"
+
+# 3. the same --data path holding other files on rank 1 (its own working directory stands in for another
+# node's disk): one error from rank 0 naming rank 1, every rank exits, nothing left running
+mkdir -p "$T/n0" "$T/n1"
+cp "$data" "$T/n0/data.bin"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-8] = (b[-8] + 1) % 100; open(sys.argv[2], "wb").write(b)' \
+  "$data" "$T/n1/data.bin"
+node_run() { # out: DP2, rank r in $T/n<r>
+  local args=(train --model "$T/init_untied" --data data.bin --output-dir "$1" --max-steps 2 --seq-len 16
+              --per-device-train-batch-size 4 --quiet --dp 2)
+  "${MPIRUN[@]}" -np 1 -wdir "$T/n0" "$PORTATRAIN" "${args[@]}" : -np 1 -wdir "$T/n1" "$PORTATRAIN" "${args[@]}"
+}
+t0=$SECONDS
+node_run "$T/nodes" >"$T/out" 2>&1; rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(grep -c 'portatrain: error:' "$T/out")" -eq 1 ] && \
+   grep -q "rank 1 read other files than rank 0: the data differs" "$T/out" && [ $((SECONDS - t0)) -lt 60 ]; then
+  echo "ok: other data on rank 1 is refused"
+else echo "FAIL: other data on rank 1 (rc $rc)"; cat "$T/out"; fail=1; fi
+sleep 0.5
+if pgrep -f "$T/" >/dev/null; then echo "FAIL: processes left"; pgrep -af "$T/"; fail=1; fi
+# as a single process refused during set-up, no empty output directory is left behind (rank 0 had made it)
+if [ -e "$T/nodes" ]; then echo "FAIL: the refused run left $T/nodes behind"; fail=1; else echo "ok: no output dir left"; fi
+rm -f "$T/n1/data.bin"   # rank 1 cannot open it at all
+node_run "$T/nodes" >"$T/out" 2>&1
+if grep -q "rank 1: data.bin: cannot open" "$T/out" && [ ! -e "$T/nodes" ]; then echo "ok: missing data on rank 1 only"
+else echo "FAIL: missing data on rank 1"; cat "$T/out"; ls -d "$T/nodes"; fail=1; fi
+cp "$data" "$T/n1/data.bin"
+if node_run "$T/nodes" >"$T/out" 2>&1 && [ "$(wc -l <"$T/nodes/metrics.jsonl")" -eq 2 ]; then echo "ok: identical copies train"
+else echo "FAIL: identical copies"; cat "$T/out"; fail=1; fi
+
+# 4. metrics and files of DP2 x FSDP2 against the single process (the same global batch of 8 rows)
+small=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)
+"$PORTATRAIN" "${small[@]}" --output-dir "$T/m1" --per-device-train-batch-size 8 >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+"${MPIRUN[@]}" -np 4 "$PORTATRAIN" "${small[@]}" --output-dir "$T/m4" --per-device-train-batch-size 2 --dp 2 --fsdp 2 \
+  >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+if python3 - "$T/m1/metrics.jsonl" "$T/m4/metrics.jsonl" <<'PY' >"$T/out"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 2, (len(a), len(b))
+for x, y in zip(a, b):
+    missing = sorted(set(x) - set(y))
+    assert not missing, "fields of the single process missing: %s" % missing
+    for k in ("step", "tokens", "epoch", "lr", "batch_fingerprint"):
+        assert x[k] == y[k], (k, x[k], y[k])
+    assert abs(x["loss"] - y["loss"]) <= 1e-6 * x["loss"], (x["loss"], y["loss"])
+    assert y["peak_rss_mib"] == max(y["peak_rss_mib_per_rank"]), y
+PY
+then echo "ok: distributed metrics have the single process's fields and values"; else echo "FAIL: metrics fields"; cat "$T/out"; fail=1; fi
+files() { (cd "$1" && find . -type f ! -path './heartbeats/*' | sort); }
+if [ "$(files "$T/m1")" = "$(files "$T/m4")" ] && [ "$(ls "$T/m4/heartbeats" | wc -l)" -eq 4 ]; then echo "ok: the same files (+ one heartbeat per rank)"
+else echo "FAIL: output files differ"; diff <(files "$T/m1") <(files "$T/m4"); ls "$T/m4/heartbeats"; fail=1; fi
+
+# 5. start-up memory: hf_model_load read into a host copy, then pt_parallel_load_full copied the full model
+# again (3 fp32 copies at the peak); now the peak is the state + activations + one copy of the model
+python3 - "$fixture/untied/config.json" "$T/mid.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(hidden_size=512, intermediate_size=2048, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+         head_dim=64, layer_types=["full_attention"] * 4)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+"$PORTATRAIN" init --config "$T/mid.json" --seed 1 --output-dir "$T/init_mid" >/dev/null 2>&1
+for k in untied mid; do
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" train --model "$T/init_$k" --data "$data" --output-dir "$T/rss_$k" --max-steps 1 \
+    --seq-len 16 --per-device-train-batch-size 4 --dp 2 --quiet >"$T/out" 2>&1 || { echo "FAIL: rss run $k"; cat "$T/out"; fail=1; }
+done
+if [ -n "${PT_SANITIZED:-}" ]; then echo "ok: start-up memory not measured under ASan (its shadow memory is RSS)"
+elif python3 - "$T/rss_untied/metrics.jsonl" "$T/rss_mid/metrics.jsonl" "$(stat -c %s "$T/init_mid/model.safetensors")" <<'PY'
+import json, sys
+base = json.loads(open(sys.argv[1]).readline())
+mid = json.loads(open(sys.argv[2]).readline())
+model = int(sys.argv[3]) / 2**20
+grown = max(mid["peak_rss_mib_per_rank"]) - max(base["peak_rss_mib_per_rank"])
+bound = (mid["state_bytes_per_rank"] + mid["activation_bytes"]) / 2**20 + 1.5 * model
+print("peak RSS over the fixture's %.1f MiB, bound %.1f MiB (state + activations + 1.5 x the %.1f MiB model)" % (grown, bound, model))
+sys.exit(0 if grown <= bound else 1)
+PY
+then echo "ok: start-up memory"; else echo "FAIL: start-up memory"; fail=1; fi
+# topo reports that start-up copy: the fp32 model (the safetensors file less its header)
+"$PORTATRAIN" topo --world 2 --dp 2 --model "$T/init_mid" --seq-len 16 --per-device-train-batch-size 4 --json >"$T/topo.json"
+jcheck "$T/topo.json" "0 < $(stat -c %s "$T/init_mid/model.safetensors") - r['memory_bytes_per_rank']['startup_full_model'] < 65536" \
+  "topo reports the start-up copy of the model"
+
+# 6. impossible layouts exit 2 (usage), under mpirun and under --supervise (one attempt, no restarts)
+lay=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)
+check 2 "tp 2 x fsdp 2 x dp 1 = 4 ranks, but the job has 2" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
+  --output-dir "$T/lay1" --tp 2 --fsdp 2
+check 2 "mesh-order 'tp,tp,dp': want a permutation" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
+  --output-dir "$T/lay2" --tp 2 --mesh-order tp,tp,dp
+check 2 "precision bf16 runs on a single process" -- "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${lay[@]}" \
+  --output-dir "$T/lay5" --dp 2 --precision bf16
+check 2 "num_attention_heads\|num_key_value_heads" -- "${MPIRUN[@]}" -np 3 "$PORTATRAIN" "${lay[@]}" --output-dir "$T/lay3" --tp 3
+check 2 "but the job has 2" -- timeout -k 5 120 "$PORTATRAIN" "${lay[@]}" --output-dir "$T/lay4" --tp 2 --fsdp 2 --supervise \
+  --launcher "mpirun -np 2 --oversubscribe" --max-restarts 2 --restart-backoff 0.01
+if grep -q "giving up\|restart" "$T/out"; then echo "FAIL: --supervise restarted an impossible layout"; cat "$T/out"; fail=1
+else echo "ok: --supervise passes the layout error through (no restart)"; fi
+
+# 7. the piecewise gather writes bitwise what the one-call gather writes (final model and checkpoint)
+for lim in 0 1000; do
+  PT_TEST_GATHER_LIMIT=$lim "${MPIRUN[@]}" -x PT_TEST_GATHER_LIMIT -np 4 "$PORTATRAIN" train --model "$T/init_untied" \
+    --data "$data" --output-dir "$T/gather$lim" --max-steps 2 --save-steps 2 --seq-len 16 --per-device-train-batch-size 4 \
+    --tp 2 --fsdp 2 --quiet >"$T/out" 2>&1 || { echo "FAIL: gather run $lim"; cat "$T/out"; fail=1; }
+done
+check 0 "same" -- sh -c "cmp '$T/gather0/model.safetensors' '$T/gather1000/model.safetensors' && \
+  for r in 0 1 2 3; do cmp '$T/gather0/checkpoint-2/rank0000'\$r.safetensors '$T/gather1000/checkpoint-2/rank0000'\$r.safetensors || exit 1; done && echo same"
+
+[ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
+exit "$fail"
