@@ -167,18 +167,22 @@ def main():
         if R == 0:
             sys.exit(f"{args.data}: no document of 2 or more tokens")
 
+        def padded_row(p, n, L):
+            """A document piece (start p, n inputs) padded to L: EOS inputs, -100 labels after it."""
+            ids = np.full(L, eos, dtype=np.int64)
+            lab = np.full(L, -100, dtype=np.int64)
+            ids[:n] = tokens[p:p + n]
+            lab[:n] = tokens[p + 1:p + n + 1]
+            ids = torch.from_numpy(ids)
+            return {"input_ids": ids, "labels": ids.clone(), "shift_labels": torch.from_numpy(lab)}
+
         class Rows(IterableDataset):
             def __iter__(self):
                 for s in range(args.max_steps):
                     rows = [pieces[(s * B + j) % R] for j in range(B)]
                     L = next(b for b in buckets if b >= max(n for _, n in rows))
                     for p, n in rows:
-                        ids = np.full(L, eos, dtype=np.int64)
-                        lab = np.full(L, -100, dtype=np.int64)
-                        ids[:n] = tokens[p:p + n]
-                        lab[:n] = tokens[p + 1:p + n + 1]
-                        ids = torch.from_numpy(ids)
-                        yield {"input_ids": ids, "labels": ids.clone(), "shift_labels": torch.from_numpy(lab)}
+                        yield padded_row(p, n, L)
 
             def __len__(self):
                 return args.max_steps * B
@@ -217,12 +221,7 @@ def main():
                     return {"input_ids": ids, "labels": ids.clone(),
                             "shift_labels": torch.from_numpy(np.ascontiguousarray(w[1:T + 1]))}
                 p, n = pieces[i]
-                ids = np.full(T, eos, dtype=np.int64)
-                lab = np.full(T, -100, dtype=np.int64)
-                ids[:n] = tokens[p:p + n]
-                lab[:n] = tokens[p + 1:p + n + 1]
-                ids = torch.from_numpy(ids)
-                return {"input_ids": ids, "labels": ids.clone(), "shift_labels": torch.from_numpy(lab)}
+                return padded_row(p, n, T)
 
         dataset = EpochRows()
 
