@@ -282,15 +282,7 @@ static long resume(ckpt *c, const pt_train_args *a, qwen3_model *m, pt_adamw *op
                      "the data order", ckpt_dir(c), (int)rows, (int)T, rows_per_step, a->seq_len);
         return -1;
     }
-    int ceb, cdl;
-    checkpoint_epochs(st, &ceb, &cdl);
-    if (ceb != a->epoch_boundary || cdl != (a->dataloader_drop_last > 0)) {
-        pt_set_error("%s: the checkpoint was trained with --epoch-boundary %s%s, this run has %s%s: resuming would "
-                     "read other batches", ckpt_dir(c), pt_epoch_boundary_name(ceb),
-                     cdl ? " --dataloader-drop-last" : "", pt_epoch_boundary_name(a->epoch_boundary),
-                     a->dataloader_drop_last > 0 ? " --dataloader-drop-last" : "");
-        return -1;
-    }
+    // (its epoch boundaries were matched, or refused, by resolve_epochs, which opened this checkpoint)
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "data_loader"),
                                                         "state_key");
     if (cJSON_IsString(key) && strcmp(key->valuestring, pt_loader_state_key(loader)) != 0) {

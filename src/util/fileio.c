@@ -10,12 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// "PATH: WHAT: strerror(err)", marked transient where a retry may succeed (pt_mark_error_transient).
+static void io_error(const char *path, const char *what, int err) {
+    pt_set_error("%s: %s: %s", path, what, strerror(err));
+    pt_mark_error_transient(err);
+}
+
 char *pt_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        const int e = errno;
-        pt_set_error("%s: cannot open: %s", path, strerror(e));
-        pt_mark_error_transient(e);
+        io_error(path, "cannot open", errno);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -33,8 +37,7 @@ char *pt_read_file(const char *path, size_t *len) {
     fclose(f);
     if (err) {
         free(buf);
-        pt_set_error("%s: read error: %s", path, strerror(e));
-        pt_mark_error_transient(e);
+        io_error(path, "read error", e);
         return NULL;
     }
     buf[n] = 0;
@@ -161,9 +164,7 @@ int pt_map_file(const char *path, const void **map, size_t *size) {
     *size = 0;
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        const int e = errno;
-        pt_set_error("%s: cannot open: %s", path, strerror(e));
-        pt_mark_error_transient(e);
+        io_error(path, "cannot open", errno);
         return -1;
     }
     struct stat st;
@@ -176,9 +177,7 @@ int pt_map_file(const char *path, const void **map, size_t *size) {
     void *m = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     close(fd);
     if (n && m == MAP_FAILED) {
-        const int e = errno;
-        pt_set_error("%s: mmap failed: %s", path, strerror(e));
-        pt_mark_error_transient(e);
+        io_error(path, "mmap failed", errno);
         return -1;
     }
     *map = m;
