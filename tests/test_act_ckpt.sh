@@ -9,6 +9,7 @@ set -uo pipefail
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 . "$PT_SOURCE_DIR/tests/cli_check.sh"
 fail=0
+STEPS=10; [ -n "${PT_SANITIZED:-}" ] && { STEPS=3; echo "sanitized build: $STEPS steps a run"; }  # same code paths
 python3 - "$PT_SOURCE_DIR/tests/fixtures/golden/untied/config.json" "$T/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 6; c.pop("layer_types", None)  # one entry a layer
@@ -16,11 +17,11 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 "$PORTATRAIN" init --config "$T/config.json" --seed 3 --output-dir "$T/init" >/dev/null 2>&1
 data="$PT_SOURCE_DIR/tests/fixtures/golden/untied/data.bin"
-# run_policy NAME POLICY TRAIN-ARGS...: 10 steps into $T/NAME-POLICY; for a policy other than none, its
+# run_policy NAME POLICY TRAIN-ARGS...: STEPS steps into $T/NAME-POLICY; for a policy other than none, its
 # losses, grad norms and final weights must be bitwise those of $T/NAME-none.
 run_policy() {
   local name=$1 p=$2; shift 2
-  OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/$name-$p" --max-steps 10 \
+  OMP_NUM_THREADS=2 "$PORTATRAIN" train --model "$T/init" --data "$data" --output-dir "$T/$name-$p" --max-steps $STEPS \
     --seq-len 16 --per-device-train-batch-size 4 --gradient-accumulation-steps 2 --learning-rate 3e-3 \
     --quiet --activation-checkpointing "$p" "$@" 2>"$T/err" || { echo "FAIL: $name $p: $(cat "$T/err")"; fail=1; return; }
   [ "$p" = none ] && return

@@ -7,31 +7,35 @@ set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=1
 G="$S/tests/fixtures/golden/tied"
-F="--model $G --data $G/data.bin --max-steps 200 --seq-len 16 --per-device-train-batch-size 2 --learning-rate 3e-3
+# STEPS steps, KP kills after a step and KS inside saves; ASan+UBSan builds (same code paths, ~3x slower
+# per step, ~2x per MPI start) run a 60-step run with 6 kills at the same density
+STEPS=200 KP=15 KS=5; [ -n "${PT_SANITIZED:-}" ] && { STEPS=60 KP=4 KS=2; echo "sanitized build: $STEPS steps, $((KP+KS)) kills"; }
+NK=$((KP+KS))
+F="--model $G --data $G/data.bin --max-steps $STEPS --seq-len 16 --per-device-train-batch-size 2 --learning-rate 3e-3
    --warmup-steps 10 --lr-scheduler-type cosine --save-steps 10 --save-total-limit 3 --quiet"
 fail=0
 "$B" train $F --output-dir "$T/ref" 2>/dev/null || { echo "FAIL: reference run"; exit 1; }
-# 20 distinct kill steps from a fixed seed: 15 anywhere (not on a save step), 5 inside saves.
-read -r -a KS < <(python3 -c "
+# NK distinct kill steps from a fixed seed: KP anywhere (not on a save step), KS inside saves.
+read -r -a KILLS < <(python3 -c "
 import random; r = random.Random(20261203)
-plain = r.sample([s for s in range(2, 200) if s % 10], 15); saves = r.sample(range(10, 200, 10), 5)
+plain = r.sample([s for s in range(2, $STEPS) if s % 10], $KP); saves = r.sample(range(10, $STEPS, 10), $KS)
 print(' '.join(['kill:step=%d' % s for s in sorted(plain)] + ['kill:step=%d:phase=save' % s for s in sorted(saves)]))")
-SPEC=$(IFS=,; echo "${KS[*]}")
+SPEC=$(IFS=,; echo "${KILLS[*]}")
 echo "inject: $SPEC"
 "$B" train $F --output-dir "$T/sup" --supervise --restart-backoff 0.01 --max-restarts 25 --inject "$SPEC" 2>"$T/err"
 rc=$?
 [ $rc -eq 0 ] && echo "ok: supervised run completed" || { echo "FAIL: supervised run exit $rc"; tail -5 "$T/err"; fail=1; }
 n=$(grep -c '"event": "restart"' "$T/sup/events.jsonl" 2>/dev/null)
-[ "$n" = 20 ] && echo "ok: 20 restarts" || { echo "FAIL: $n restarts, want 20"; fail=1; }
+[ "$n" = $NK ] && echo "ok: $NK restarts" || { echo "FAIL: $n restarts, want $NK"; fail=1; }
 cmp -s "$T/ref/model.safetensors" "$T/sup/model.safetensors" && echo "ok: final weights bit-identical" || { echo "FAIL: final weights differ"; fail=1; }
 cut -d, -f1-3 "$T/ref/metrics.jsonl" >"$T/a"; cut -d, -f1-3 "$T/sup/metrics.jsonl" >"$T/b"
-cmp -s "$T/a" "$T/b" && echo "ok: step, loss, grad_norm identical on all 200 lines" || { echo "FAIL: curves differ"; fail=1; }
+cmp -s "$T/a" "$T/b" && echo "ok: step, loss, grad_norm identical on all $STEPS lines" || { echo "FAIL: curves differ"; fail=1; }
 python3 -c "
 import json; r = json.load(open('$T/sup/recovery.json'))
-rs = r['recoveries']; assert len(rs) == 20 and all(x['orphans'] == 0 for x in rs), rs
+rs = r['recoveries']; assert len(rs) == $NK and all(x['orphans'] == 0 for x in rs), rs
 # a recovery either got back to its fault step (with its time) or was cut short by the next kill
 done = [x for x in rs if x.get('recovered')]; cut = [x for x in rs if x.get('recovered') is False]
-assert len(done) + len(cut) == 20 and all('total_s' in x for x in done) and len(done) >= 15, rs
+assert len(done) + len(cut) == $NK and all('total_s' in x for x in done) and len(done) >= $KP, rs
 assert all(x['restart_s'] <= 30 for x in rs), 'back-off capped'
 print('ok: goodput %.3f, %d recoveries timed (mean %.2f s), %d cut short by the next kill, %d steps recomputed' % (r['goodput'], len(done), sum(x['total_s'] for x in done) / len(done), len(cut), sum(x['steps_recomputed'] for x in rs)))" || fail=1
 if pgrep -f -- "--output-dir $T/" >/dev/null; then echo "FAIL: orphan workers"; pkill -f -- "--output-dir $T/"; fail=1; else echo "ok: no orphans"; fi
@@ -41,12 +45,12 @@ if ! command -v mpirun >/dev/null; then echo "SKIP: the 4-rank part (mpirun not 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 FM="$F --per-device-train-batch-size 1 --tp 2 --fsdp 2"   # the same global batch (2 rows) as above
-# ASan+UBSan builds: no LeakSanitizer in MPI ranks (OpenMPI's exit-time allocations), fewer kills
+# ASan+UBSan builds: no LeakSanitizer in MPI ranks (OpenMPI's exit-time allocations)
 [ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 timeout -k 5 300 mpirun --oversubscribe -np 4 "$B" train $FM --output-dir "$T/mref" 2>/dev/null || { echo "FAIL: 4-rank reference run"; exit 1; }
 read -r -a KM < <(python3 -c "
 import random; r = random.Random(20261204)
-plain = r.sample([s for s in range(2, 200) if s % 10], 15); saves = r.sample(range(10, 200, 10), 5)
+plain = r.sample([s for s in range(2, $STEPS) if s % 10], $KP); saves = r.sample(range(10, $STEPS, 10), $KS)
 print(' '.join(['kill:rank=%d:step=%d' % (r.randrange(4), s) for s in sorted(plain)] +
                ['kill:rank=%d:step=%d:phase=save' % (r.randrange(4), s) for s in sorted(saves)]))")
 SPECM=$(IFS=,; echo "${KM[*]}")
@@ -56,13 +60,13 @@ timeout -k 5 900 "$B" train $FM --output-dir "$T/msup" --supervise --launcher "m
 rc=$?
 [ $rc -eq 0 ] && echo "ok: 4-rank supervised run completed" || { echo "FAIL: 4-rank supervised run exit $rc"; tail -5 "$T/merr"; fail=1; }
 n=$(grep -c '"event": "restart"' "$T/msup/events.jsonl" 2>/dev/null)
-[ "$n" = 20 ] && echo "ok: 20 restarts (4 ranks)" || { echo "FAIL: $n restarts of the 4-rank job, want 20"; fail=1; }
+[ "$n" = $NK ] && echo "ok: $NK restarts (4 ranks)" || { echo "FAIL: $n restarts of the 4-rank job, want $NK"; fail=1; }
 cmp -s "$T/mref/model.safetensors" "$T/msup/model.safetensors" && echo "ok: 4-rank final weights bit-identical" || { echo "FAIL: 4-rank final weights differ"; fail=1; }
 cut -d, -f1-3 "$T/mref/metrics.jsonl" >"$T/a"; cut -d, -f1-3 "$T/msup/metrics.jsonl" >"$T/b"
-cmp -s "$T/a" "$T/b" && echo "ok: 4-rank curves identical on all 200 lines" || { echo "FAIL: 4-rank curves differ"; fail=1; }
+cmp -s "$T/a" "$T/b" && echo "ok: 4-rank curves identical on all $STEPS lines" || { echo "FAIL: 4-rank curves differ"; fail=1; }
 python3 -c "
 import json; r = json.load(open('$T/msup/recovery.json'))
-rs = r['recoveries']; assert len(rs) == 20 and all(x['orphans'] == 0 for x in rs), rs
+rs = r['recoveries']; assert len(rs) == $NK and all(x['orphans'] == 0 for x in rs), rs
 want = sorted(int(f.split('rank=')[1].split(':')[0]) for f in '$SPECM'.split(','))
 assert sorted(x['rank'] for x in rs) == want, ([x['rank'] for x in rs], want)
 print('ok: 4 ranks: goodput %.3f, failed ranks %s, %d steps recomputed' % (r['goodput'], [x['rank'] for x in rs], sum(x['steps_recomputed'] for x in rs)))" || fail=1

@@ -407,7 +407,13 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
             double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
             if (limit > 0 && t_first_new && t - t_seen > limit && saving(o->output_dir, world))
                 limit = o->startup_timeout;  // a slow save, not a hang (read only once past the hang timeout)
-            if (limit > 0 && t - (t_first_new ? t_seen : t_start) > limit) { hung = true; break; }
+            if (limit > 0 && t - (t_first_new ? t_seen : t_start) > limit) {
+                // A save can end between the metrics read above and the heartbeat read: the worker logs
+                // the step before its heartbeat leaves "save", so a second look at the metrics sees it.
+                if (last_step(o->output_dir) != seen) continue;
+                hung = true;
+                break;
+            }
             usleep(20000);
         }
         const double t_det = now_s();
