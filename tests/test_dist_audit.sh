@@ -24,8 +24,7 @@ if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/de
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 . "$PT_SOURCE_DIR/tests/cli_check.sh"
 fail=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+. "$PT_SOURCE_DIR/tests/mpi_env.sh"
 MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
 # ASan+UBSan: no LeakSanitizer in MPI ranks (as tests/test_dist.sh; exported, so --supervise's mpirun has it too)
 [ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
