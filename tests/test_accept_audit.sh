@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # accept/report audit: what a user hits around the suite rather than inside it. A candidate backend with
 # no device is refused before the baseline runs; a rerun into the same --output-dir never leaves an old
-# report next to new runs.
+# report next to new runs. A recorded --baseline-run's loader semantics (epoch boundary, drop_last, shuffle) are
+# the suite's.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
@@ -74,5 +75,26 @@ for _ in $(seq 1 300); do grep -q -- "--max-steps 400" "$T/b/logs/baseline.log" 
 kill -TERM "$apid"; wait "$apid" 2>/dev/null
 [ ! -e "$T/b/report.json" ] && [ ! -e "$T/b/report.html" ] && [ ! -e "$T/b/recovery" ] \
   && echo "ok: an interrupted rerun leaves no old report" || { echo "FAIL: old report/runs next to an interrupted rerun"; fail=1; }
+
+# 3. a recorded baseline whose data ends within the run (40 rows of the golden fixture, 3 a step: an epoch
+#    boundary at step 13 of 16) trained with --epoch-boundary wrap, with the field absent (a run from before the
+#    option: wrap), or with hf --dataloader-drop-last --shuffle: the suite trains every run with the baseline's
+#    loader semantics, so the pair compares (was: REFUSED, "frozen input frozen.hyperparameters.epoch_boundary
+#    differs", and accept has no flag to match it)
+G="$S/tests/fixtures/golden/untied"
+E="--steps 16 --checkpoint-step 8 --recovery-save-steps 4 --eval-batches 1 --seq-len 16 --per-device-train-batch-size 3 --warmup-steps 2 --quiet --model $G --train-data $G/data.bin --eval-data $G/data.bin"
+rec() { "$B" train --model "$G" --data "$G/data.bin" --output-dir "$1" --backend cpu --max-steps 16 --seq-len 16 \
+          --per-device-train-batch-size 3 --learning-rate 3e-3 --warmup-steps 2 --lr-scheduler-type cosine \
+          --weight-decay 0.1 --max-grad-norm 1 --seed 42 --save-steps 8 --quiet "${@:2}" || { echo "FAIL: train $*"; fail=1; }; }
+rec "$T/wrap" --epoch-boundary wrap
+cp -r "$T/wrap" "$T/pre"
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); [a.pop(k) for k in ('epoch_boundary','dataloader_drop_last')]; json.dump(a, open(sys.argv[1], 'w'))" "$T/pre/train_args.json"
+rec "$T/hfdl" --dataloader-drop-last --shuffle
+for v in wrap:wrap:False:False pre:wrap:False:False hfdl:hf:True:True; do
+    IFS=: read -r run eb dl sh <<<"$v"
+    check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/e-$run" --baseline-run "$T/$run"
+    jcheck "$T/e-$run/report.json" "r['settings']['epoch_boundary']=='$eb' and r['settings']['dataloader_drop_last']==$dl and r['settings']['shuffle']==$sh" \
+        "  $run: the suite ran with the baseline's --epoch-boundary $eb, drop_last $dl, shuffle $sh"
+done
 
 exit $fail

@@ -16,9 +16,7 @@ if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/de
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 . "$PT_SOURCE_DIR/tests/cli_check.sh"
 fail=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-# keep OpenMPI off the network interfaces of CI machines: shared memory + loopback only
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+. "$PT_SOURCE_DIR/tests/mpi_env.sh"
 MPIRUN=(timeout -k 5 300 mpirun --oversubscribe)
 # Under ASan+UBSan, MPI ranks keep address and UB checking but not LeakSanitizer: OpenMPI's and OpenBLAS's
 # own allocations at exit (in MCA plugins unloaded by then) are not ours to fix. The resharding matrix

@@ -6,7 +6,8 @@
 #  - topo's hostfile: what mpirun refuses or reads otherwise is a one-line error naming the line; a
 #    collective whose groups partly cross nodes is counted as inter-node (the worst group paces the step);
 #  - ranks that read other data under the same path (node-local copies that differ) are refused at
-#    start-up with one error naming the rank, instead of training on different data silently;
+#    start-up with one error naming the rank, instead of training on different data silently; a relative
+#    --model missing on a rank, or resolved in other working directories, is named as that;
 #  - a distributed metrics.jsonl record has every field of the single process's, with the same global
 #    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
 #    each rank its own heartbeat);
@@ -23,8 +24,7 @@ if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/de
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 . "$PT_SOURCE_DIR/tests/cli_check.sh"
 fail=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+. "$PT_SOURCE_DIR/tests/mpi_env.sh"
 MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
 # ASan+UBSan: no LeakSanitizer in MPI ranks (as tests/test_dist.sh; exported, so --supervise's mpirun has it too)
 [ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
@@ -113,6 +113,24 @@ else echo "FAIL: missing data on rank 1"; cat "$T/out"; ls -d "$T/nodes"; fail=1
 cp "$data" "$T/n1/data.bin"
 if node_run "$T/nodes" >"$T/out" 2>&1 && [ "$(wc -l <"$T/nodes/metrics.jsonl")" -eq 2 ]; then echo "ok: identical copies train"
 else echo "FAIL: identical copies"; cat "$T/out"; fail=1; fi
+# a relative --model that only rank 0's working directory holds: named as not found on rank 1 (was: "rank 1 was
+# started with other arguments than rank 0: model is "m" there", though every rank ran the same command); held
+# by both, it resolves to other directories: named as such, with the fix (an absolute path)
+model_run() { # out: DP2, rank r in $T/n<r>, --model m
+  local args=(train --model m --data "$data" --output-dir "$1" --max-steps 2 --seq-len 16
+              --per-device-train-batch-size 4 --quiet --dp 2)
+  "${MPIRUN[@]}" -np 1 -wdir "$T/n0" "$PORTATRAIN" "${args[@]}" : -np 1 -wdir "$T/n1" "$PORTATRAIN" "${args[@]}"
+}
+cp -r "$T/init_untied" "$T/n0/m"
+model_run "$T/nodes_m" >"$T/out" 2>&1
+if grep -q "portatrain: error: --model m: not found on rank 1 (working directory $T/n1 there), found on rank 0" "$T/out" && \
+   ! grep -q "other arguments" "$T/out" && [ ! -e "$T/nodes_m" ]; then echo "ok: a --model missing on rank 1 is named so"
+else echo "FAIL: --model missing on rank 1"; cat "$T/out"; fail=1; fi
+cp -r "$T/init_untied" "$T/n1/m"
+model_run "$T/nodes_m" >"$T/out" 2>&1
+if grep -q "portatrain: error: --model m is $T/n1/m on rank 1 (working directory $T/n1) but $T/n0/m on rank 0 .*give --model as an absolute path" "$T/out"; then
+  echo "ok: a relative --model resolved in other working directories is named so"
+else echo "FAIL: --model in other working directories"; cat "$T/out"; fail=1; fi
 
 # 4. metrics and files of DP2 x FSDP2 against the single process (the same global batch of 8 rows)
 small=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)

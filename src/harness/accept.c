@@ -129,6 +129,11 @@ typedef struct {
     cJSON *phases;      // [{run, phase, seconds, platform}]
     cJSON *reasons;     // verdict reasons
     long tokens;        // tokens trained over the whole experiment
+    // The data loader's semantics of every training run (train --epoch-boundary, --dataloader-drop-last,
+    // --shuffle, --data-mode): a recorded --baseline-run's (accept has no flags for them, and the candidate
+    // must read the baseline's rows), else NULL/false: train's defaults.
+    const char *epoch_boundary, *data_mode;
+    bool drop_last, shuffle;
 } acc_ctx;
 
 static char *xprintf(const char *fmt, ...) PT_PRINTF(1, 2);
@@ -459,6 +464,10 @@ static void train_args(acc_ctx *c, argbuf *a, const pt_platform *pl, const char 
     ab_num(a, "--seed", "%ld", (double)o->seed);
     ab_num(a, "--save-steps", "%ld", (double)save_steps);
     ab_num(a, "--save-total-limit", "%ld", 0);
+    if (c->epoch_boundary) { ab_add(a, "--epoch-boundary"); ab_add(a, c->epoch_boundary); }
+    if (c->drop_last) ab_add(a, "--dataloader-drop-last");
+    if (c->shuffle) ab_add(a, "--shuffle");
+    if (c->data_mode) { ab_add(a, "--data-mode"); ab_add(a, c->data_mode); }
     ab_add(a, "--quiet");
 }
 
@@ -1186,6 +1195,45 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
     return metrics_load(b->dir, &b->m);
 }
 
+// The recorded baseline's loader semantics, which every run of the suite then uses: accept has no flags for
+// them, and a candidate that read other rows would be refused by compare as "frozen inputs differ" (was: a
+// baseline recorded with --epoch-boundary wrap, or before the option existed, whose data ends within the run,
+// always REFUSED). From its train_args.json (every value it ran with), else manifest.json's frozen
+// hyperparameters; absent fields are what runs before those options read: wrap, no drop_last, unshuffled,
+// packed (as compare reads them).
+static int baseline_loader(acc_ctx *c, const char *dir) {
+    char *p = pt_path_join(dir, "train_args.json");
+    cJSON *j = pt_file_exists(p) ? pt_json_parse_file(p) : NULL;
+    const cJSON *h = j;
+    if (!j) {
+        free(p);
+        p = pt_path_join(dir, "manifest.json");
+        j = pt_file_exists(p) ? pt_json_parse_file(p) : NULL;
+        h = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "frozen"), "hyperparameters");
+    }
+    int rc = 0;
+    if (cJSON_IsObject(h)) {
+        const cJSON *eb = cJSON_GetObjectItemCaseSensitive(h, "epoch_boundary");
+        const cJSON *dl = cJSON_GetObjectItemCaseSensitive(h, "dataloader_drop_last");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(h, "shuffle");
+        const cJSON *dm = cJSON_GetObjectItemCaseSensitive(h, "data_mode");
+        c->epoch_boundary = !eb ? "wrap" : cJSON_IsString(eb) && !strcmp(eb->valuestring, "hf") ? "hf"
+                          : cJSON_IsString(eb) && !strcmp(eb->valuestring, "wrap") ? "wrap" : NULL;
+        c->data_mode = !dm ? "packed" : cJSON_IsString(dm) && !strcmp(dm->valuestring, "padded") ? "padded"
+                     : cJSON_IsString(dm) && !strcmp(dm->valuestring, "packed") ? "packed" : NULL;
+        c->drop_last = cJSON_IsTrue(dl);
+        c->shuffle = cJSON_IsTrue(sh);
+        if (!c->epoch_boundary || !c->data_mode || (dl && !cJSON_IsBool(dl)) || (sh && !cJSON_IsBool(sh))) {
+            pt_set_error("--baseline-run %s: %s: epoch_boundary, data_mode, dataloader_drop_last or shuffle is not "
+                         "a value train writes", dir, p);
+            rc = -1;
+        }
+    }
+    cJSON_Delete(j);
+    free(p);
+    return rc;
+}
+
 // Whether path (an existing file or dir) lies inside dir (or is it). A dir
 // that does not exist yet holds nothing.
 static bool path_inside(const char *path, const char *dir) {
@@ -1322,7 +1370,7 @@ int pt_accept(const pt_accept_opts *o) {
     // 1. frozen inputs and both runs
     if (prepare_model(&c) != 0) goto unusable;
     if (o->baseline_run) {
-        if (adopt_baseline(&c, &base) != 0) goto unusable;
+        if (adopt_baseline(&c, &base) != 0 || baseline_loader(&c, base.dir) != 0) goto unusable;
         char *ev = pt_path_join(base.dir, "eval.json");
         const bool have = pt_file_exists(ev);
         free(ev);
@@ -1428,6 +1476,12 @@ judged:;
         cJSON_AddStringToObject(set, "model", c.model ? c.model : "");
         cJSON_AddStringToObject(set, "train_data", o->train_data);
         cJSON_AddStringToObject(set, "eval_data", o->eval_data);
+        if (c.epoch_boundary) {  // the recorded baseline's, which every run used
+            cJSON_AddStringToObject(set, "epoch_boundary", c.epoch_boundary);
+            cJSON_AddBoolToObject(set, "dataloader_drop_last", c.drop_last);
+            cJSON_AddBoolToObject(set, "shuffle", c.shuffle);
+            cJSON_AddStringToObject(set, "data_mode", c.data_mode);
+        }
         if (cmp) cJSON_AddItemToObject(rep, "convergence", convergence_section(cmp, &base, &cand));
         cJSON *curves = cJSON_AddObjectToObject(rep, "curves");
         cJSON_AddItemToObject(curves, "baseline", curve_of(&base.m));

@@ -404,6 +404,31 @@ static void startup_alarm(int sig) {
     _exit(1);
 }
 
+// Why rank r's resolved --model differs from rank 0's, when the command was not what differed: the directory is
+// missing on one of them, or the same relative path was resolved in other working directories. true with the
+// message in out; false: the --model given differs (the caller says the ranks were started differently).
+static bool model_mismatch(const cJSON *rep0, const cJSON *rep, const cJSON *a0, const cJSON *a, int r, char *out,
+                           size_t n) {
+    const cJSON *g0 = cJSON_GetObjectItemCaseSensitive(rep0, "model_given"), *g = cJSON_GetObjectItemCaseSensitive(rep, "model_given");
+    const cJSON *c0 = cJSON_GetObjectItemCaseSensitive(rep0, "cwd"), *c = cJSON_GetObjectItemCaseSensitive(rep, "cwd");
+    const bool f0 = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep0, "model_found"));
+    const bool f = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "model_found"));
+    if (!cJSON_IsString(g0) || !cJSON_IsString(g) || !cJSON_IsString(c0) || !cJSON_IsString(c)) return false;
+    if (f0 != f) {
+        const int miss = f ? 0 : r;
+        snprintf(out, n, "--model %s: not found on rank %d (working directory %s there), found on rank %d; every rank "
+                 "must reach the same --model (a shared filesystem or identical copies at the same path)",
+                 miss ? g->valuestring : g0->valuestring, miss, miss ? c->valuestring : c0->valuestring, miss ? 0 : r);
+        return true;
+    }
+    if (strcmp(g0->valuestring, g->valuestring)) return false;
+    snprintf(out, n, "--model %s is %s on rank %d (working directory %s) but %s on rank 0 (working directory %s): the "
+             "ranks started in other directories; give --model as an absolute path", g0->valuestring,
+             cJSON_IsString(a) ? a->valuestring : "?", r, c->valuestring, cJSON_IsString(a0) ? a0->valuestring : "?",
+             c0->valuestring);
+    return true;
+}
+
 // Every rank reports whether its set-up succeeded and its resolved arguments
 // (and, with `inputs`, the sha256 of the model and data it read); rank 0 checks
 // that all succeeded and agree, and every rank gets the verdict.
@@ -416,6 +441,11 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
     cJSON *aj = args_json(a);
     cJSON_DeleteItemFromObject(aj, "omp_threads");  // may differ per rank
     cJSON_AddItemToObject(rep, "args", aj);
+    // "model" in args is the resolved path: where it differs, these say why (missing here, another cwd)
+    char cwd[4096];
+    cJSON_AddStringToObject(rep, "model_given", a->model_dir ? a->model_dir : "");
+    cJSON_AddBoolToObject(rep, "model_found", a->model_dir && pt_is_dir(a->model_dir));
+    cJSON_AddStringToObject(rep, "cwd", getcwd(cwd, sizeof cwd) ? cwd : "?");
     if (ok && inputs) {  // the same paths can hold other files on another node (no shared filesystem)
         cJSON *in = cJSON_AddObjectToObject(rep, "inputs");
         cJSON_AddStringToObject(in, "model config", inputs->config_sha256);
@@ -434,7 +464,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
     verdict.ok = 1;
     if (me == 0) {
         size_t off = 0;
-        cJSON *args0 = NULL, *inputs0 = NULL;
+        cJSON *args0 = NULL, *inputs0 = NULL, *rep0 = NULL;
         for (int r = 0; r < W && verdict.ok; r++) {
             cJSON *rj = cJSON_ParseWithLength(all + off, counts[r]);
             off += counts[r];
@@ -447,18 +477,22 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
             } else if (r == 0) {
                 args0 = cJSON_DetachItemFromObject(rj, "args");
                 inputs0 = cJSON_DetachItemFromObject(rj, "inputs");
+                rep0 = rj;
+                rj = NULL;
             } else {
                 const cJSON *ar = cJSON_GetObjectItemCaseSensitive(rj, "args"), *x;
                 cJSON_ArrayForEach(x, args0) {
                     const cJSON *y = cJSON_GetObjectItemCaseSensitive(ar, x->string);
                     if (y && cJSON_Compare(x, y, 1)) continue;
+                    verdict.ok = 0;
+                    if (!strcmp(x->string, "model") && model_mismatch(rep0, rj, x, y, r, verdict.text, sizeof verdict.text))
+                        break;
                     char *xs = cJSON_PrintUnformatted(x), *ys = y ? cJSON_PrintUnformatted(y) : pt_strdup("(absent)");
                     snprintf(verdict.text, sizeof verdict.text,
                              "rank %d was started with other arguments than rank 0: %s is %s there, %s on rank 0 "
                              "(every rank must run the same command)", r, x->string, ys, xs);
                     free(xs);
                     free(ys);
-                    verdict.ok = 0;
                     break;
                 }
                 const cJSON *in = cJSON_GetObjectItemCaseSensitive(rj, "inputs");
@@ -477,6 +511,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
         }
         cJSON_Delete(args0);
         cJSON_Delete(inputs0);
+        cJSON_Delete(rep0);
     }
     free(all);
     free(counts);
