@@ -129,11 +129,13 @@ typedef struct {
     cJSON *phases;      // [{run, phase, seconds, platform}]
     cJSON *reasons;     // verdict reasons
     long tokens;        // tokens trained over the whole experiment
-    // The data loader's semantics of every training run (train --epoch-boundary, --dataloader-drop-last,
-    // --shuffle, --data-mode): a recorded --baseline-run's (accept has no flags for them, and the candidate
-    // must read the baseline's rows), else NULL/false: train's defaults.
-    const char *epoch_boundary, *data_mode;
-    bool drop_last, shuffle;
+    // A recorded --baseline-run's settings that accept has no flags for (the data loader's semantics, the LR
+    // schedule, gradient accumulation, AdamW's betas and epsilon): every run of the suite trains with them, as
+    // train's flags (inherit_argv) and as report.json's settings (inherited). Without a recorded baseline:
+    // none, and train's defaults (with accept's cosine schedule) apply.
+    cJSON *inherited;
+    char *inherit_argv[24];
+    int inherit_argc;
 } acc_ctx;
 
 static char *xprintf(const char *fmt, ...) PT_PRINTF(1, 2);
@@ -432,14 +434,17 @@ typedef struct {
 } argbuf;
 
 static void ab_add(argbuf *a, const char *s) { if (a->n < 63) a->v[a->n++] = (char *)s; a->v[a->n] = NULL; }
+// The shortest text (of %.15g, %.17g) that reads back as the same double: a flag's value as typed.
+static void exact_double(char *buf, size_t n, double x) {
+    snprintf(buf, n, "%.15g", x);
+    if (strtod(buf, NULL) != x) snprintf(buf, n, "%.17g", x);
+}
+
 static void ab_num(argbuf *a, const char *flag, const char *fmt, double x) {
     ab_add(a, flag);
     char *slot = a->num[a->nn++ % 16];
     if (!strcmp(fmt, "%ld")) snprintf(slot, 32, "%ld", (long)x);
-    else {  // the shortest text that reads back as the same double
-        snprintf(slot, 32, "%.15g", x);
-        if (strtod(slot, NULL) != x) snprintf(slot, 32, "%.17g", x);
-    }
+    else exact_double(slot, 32, x);
     ab_add(a, slot);
 }
 
@@ -458,16 +463,13 @@ static void train_args(acc_ctx *c, argbuf *a, const pt_platform *pl, const char 
     ab_num(a, "--per-device-train-batch-size", "%ld", o->batch);
     ab_num(a, "--learning-rate", "%g", o->learning_rate);
     ab_num(a, "--warmup-steps", "%ld", (double)o->warmup_steps);
-    ab_add(a, "--lr-scheduler-type"); ab_add(a, "cosine");
+    if (!c->inherited) { ab_add(a, "--lr-scheduler-type"); ab_add(a, "cosine"); }
     ab_num(a, "--weight-decay", "%g", o->weight_decay);
     ab_num(a, "--max-grad-norm", "%g", o->max_grad_norm);
     ab_num(a, "--seed", "%ld", (double)o->seed);
     ab_num(a, "--save-steps", "%ld", (double)save_steps);
     ab_num(a, "--save-total-limit", "%ld", 0);
-    if (c->epoch_boundary) { ab_add(a, "--epoch-boundary"); ab_add(a, c->epoch_boundary); }
-    if (c->drop_last) ab_add(a, "--dataloader-drop-last");
-    if (c->shuffle) ab_add(a, "--shuffle");
-    if (c->data_mode) { ab_add(a, "--data-mode"); ab_add(a, c->data_mode); }
+    for (int i = 0; i < c->inherit_argc; i++) ab_add(a, c->inherit_argv[i]);
     ab_add(a, "--quiet");
 }
 
@@ -1195,13 +1197,21 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
     return metrics_load(b->dir, &b->m);
 }
 
-// The recorded baseline's loader semantics, which every run of the suite then uses: accept has no flags for
-// them, and a candidate that read other rows would be refused by compare as "frozen inputs differ" (was: a
-// baseline recorded with --epoch-boundary wrap, or before the option existed, whose data ends within the run,
-// always REFUSED). From its train_args.json (every value it ran with), else manifest.json's frozen
-// hyperparameters; absent fields are what runs before those options read: wrap, no drop_last, unshuffled,
-// packed (as compare reads them).
-static int baseline_loader(acc_ctx *c, const char *dir) {
+// The recorded baseline's settings that accept has no flags for, which every run of the suite then uses: a
+// candidate that read other rows, or trained with another schedule or optimizer setting, would be refused by
+// compare as "frozen inputs differ", and the user could not match it from accept (was: a baseline recorded with
+// --epoch-boundary wrap, or before the option existed, whose data ends within the run, or with another
+// --lr-scheduler-type than accept's cosine, always REFUSED). From its train_args.json (every value it ran with),
+// else manifest.json's frozen hyperparameters. Absent loader fields are what runs before those options read:
+// wrap, no drop_last, unshuffled, packed (as compare reads them); train itself checks the values.
+static const struct { const char *key; int type; } inherit_keys[] = {
+    {"epoch_boundary", cJSON_String},          {"dataloader_drop_last", cJSON_True}, {"shuffle", cJSON_True},
+    {"data_mode", cJSON_String},               {"lr_scheduler_type", cJSON_String},  {"lr_scheduler_kwargs", cJSON_Object},
+    {"gradient_accumulation_steps", cJSON_Number}, {"adam_beta1", cJSON_Number},      {"adam_beta2", cJSON_Number},
+    {"adam_epsilon", cJSON_Number},
+};
+
+static int baseline_recipe(acc_ctx *c, const char *dir) {
     char *p = pt_path_join(dir, "train_args.json");
     cJSON *j = pt_file_exists(p) ? pt_json_parse_file(p) : NULL;
     const cJSON *h = j;
@@ -1213,20 +1223,40 @@ static int baseline_loader(acc_ctx *c, const char *dir) {
     }
     int rc = 0;
     if (cJSON_IsObject(h)) {
-        const cJSON *eb = cJSON_GetObjectItemCaseSensitive(h, "epoch_boundary");
-        const cJSON *dl = cJSON_GetObjectItemCaseSensitive(h, "dataloader_drop_last");
-        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(h, "shuffle");
-        const cJSON *dm = cJSON_GetObjectItemCaseSensitive(h, "data_mode");
-        c->epoch_boundary = !eb ? "wrap" : cJSON_IsString(eb) && !strcmp(eb->valuestring, "hf") ? "hf"
-                          : cJSON_IsString(eb) && !strcmp(eb->valuestring, "wrap") ? "wrap" : NULL;
-        c->data_mode = !dm ? "packed" : cJSON_IsString(dm) && !strcmp(dm->valuestring, "padded") ? "padded"
-                     : cJSON_IsString(dm) && !strcmp(dm->valuestring, "packed") ? "packed" : NULL;
-        c->drop_last = cJSON_IsTrue(dl);
-        c->shuffle = cJSON_IsTrue(sh);
-        if (!c->epoch_boundary || !c->data_mode || (dl && !cJSON_IsBool(dl)) || (sh && !cJSON_IsBool(sh))) {
-            pt_set_error("--baseline-run %s: %s: epoch_boundary, data_mode, dataloader_drop_last or shuffle is not "
-                         "a value train writes", dir, p);
-            rc = -1;
+        c->inherited = cJSON_CreateObject();
+        cJSON_AddStringToObject(c->inherited, "epoch_boundary", "wrap");  // the pre-option defaults
+        cJSON_AddBoolToObject(c->inherited, "dataloader_drop_last", false);
+        cJSON_AddBoolToObject(c->inherited, "shuffle", false);
+        cJSON_AddStringToObject(c->inherited, "data_mode", "packed");
+        for (size_t i = 0; i < PT_ARRAY_LEN(inherit_keys) && rc == 0; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, inherit_keys[i].key);
+            if (!v) continue;
+            const int t = inherit_keys[i].type;
+            if (t == cJSON_True ? !cJSON_IsBool(v) : t == cJSON_Number ? !cJSON_IsNumber(v)
+                : t == cJSON_String ? !cJSON_IsString(v) : !cJSON_IsObject(v)) {
+                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, inherit_keys[i].key,
+                             t == cJSON_True ? "boolean" : t == cJSON_Number ? "number" : t == cJSON_String ? "string"
+                                                                                             : "JSON object");
+                rc = -1;
+                break;
+            }
+            cJSON_DeleteItemFromObjectCaseSensitive(c->inherited, inherit_keys[i].key);
+            cJSON_AddItemToObject(c->inherited, inherit_keys[i].key, cJSON_Duplicate(v, 1));
+        }
+        // as train's flags: --epoch-boundary wrap, --shuffle (true only), --adam-beta1 0.9, ...
+        const cJSON *v;
+        cJSON_ArrayForEach(v, c->inherited) {
+            if (rc != 0 || c->inherit_argc + 2 > (int)PT_ARRAY_LEN(c->inherit_argv)) break;
+            if (cJSON_IsFalse(v)) continue;
+            char *flag = xprintf("--%s", v->string);
+            for (char *q = flag + 2; *q; q++)
+                if (*q == '_') *q = '-';
+            c->inherit_argv[c->inherit_argc++] = flag;
+            if (cJSON_IsTrue(v)) continue;
+            char num[32];
+            if (cJSON_IsNumber(v)) exact_double(num, sizeof num, v->valuedouble);
+            c->inherit_argv[c->inherit_argc++] = cJSON_IsString(v) ? pt_strdup(v->valuestring)
+                                                 : cJSON_IsNumber(v) ? pt_strdup(num) : cJSON_PrintUnformatted(v);
         }
     }
     cJSON_Delete(j);
@@ -1370,7 +1400,7 @@ int pt_accept(const pt_accept_opts *o) {
     // 1. frozen inputs and both runs
     if (prepare_model(&c) != 0) goto unusable;
     if (o->baseline_run) {
-        if (adopt_baseline(&c, &base) != 0 || baseline_loader(&c, base.dir) != 0) goto unusable;
+        if (adopt_baseline(&c, &base) != 0 || baseline_recipe(&c, base.dir) != 0) goto unusable;
         char *ev = pt_path_join(base.dir, "eval.json");
         const bool have = pt_file_exists(ev);
         free(ev);
@@ -1468,7 +1498,7 @@ judged:;
         cJSON_AddNumberToObject(set, "per_device_train_batch_size", o->batch);
         cJSON_AddNumberToObject(set, "learning_rate", o->learning_rate);
         cJSON_AddNumberToObject(set, "warmup_steps", (double)o->warmup_steps);
-        cJSON_AddStringToObject(set, "lr_scheduler_type", "cosine");
+        if (!c.inherited) cJSON_AddStringToObject(set, "lr_scheduler_type", "cosine");
         cJSON_AddNumberToObject(set, "weight_decay", o->weight_decay);
         cJSON_AddNumberToObject(set, "max_grad_norm", o->max_grad_norm);
         cJSON_AddNumberToObject(set, "checkpoint_step", (double)o->checkpoint_step);
@@ -1476,12 +1506,8 @@ judged:;
         cJSON_AddStringToObject(set, "model", c.model ? c.model : "");
         cJSON_AddStringToObject(set, "train_data", o->train_data);
         cJSON_AddStringToObject(set, "eval_data", o->eval_data);
-        if (c.epoch_boundary) {  // the recorded baseline's, which every run used
-            cJSON_AddStringToObject(set, "epoch_boundary", c.epoch_boundary);
-            cJSON_AddBoolToObject(set, "dataloader_drop_last", c.drop_last);
-            cJSON_AddBoolToObject(set, "shuffle", c.shuffle);
-            cJSON_AddStringToObject(set, "data_mode", c.data_mode);
-        }
+        const cJSON *iv;  // the recorded baseline's, which every run used
+        cJSON_ArrayForEach(iv, c.inherited) cJSON_AddItemToObject(set, iv->string, cJSON_Duplicate(iv, 1));
         if (cmp) cJSON_AddItemToObject(rep, "convergence", convergence_section(cmp, &base, &cand));
         cJSON *curves = cJSON_AddObjectToObject(rep, "curves");
         cJSON_AddItemToObject(curves, "baseline", curve_of(&base.m));
@@ -1536,6 +1562,8 @@ done:
     free(cand.dir);
     free(c.model);
     free(c.logs);
+    cJSON_Delete(c.inherited);
+    for (int i = 0; i < c.inherit_argc; i++) free(c.inherit_argv[i]);
     free(c.out);
     return verdict;
 }
