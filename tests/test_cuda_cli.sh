@@ -74,8 +74,7 @@ done
 echo "part 3: $SECONDS s"
 # 4. two ranks, tensor parallel 2: X against cpu
 if command -v mpirun >/dev/null; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+    . "$PT_SOURCE_DIR/tests/mpi_env.sh"
     ufix="$S/tests/fixtures/golden/untied"
     tp2() {  # backend outdir
         timeout -k 5 300 mpirun --oversubscribe -np 2 "$B" train --backend "$1" --model "$ufix" --data "$ufix/data.bin" \

@@ -42,8 +42,7 @@ if pgrep -f -- "--output-dir $T/" >/dev/null; then echo "FAIL: orphan workers"; 
 
 # ---- 4 MPI ranks
 if ! command -v mpirun >/dev/null; then echo "SKIP: the 4-rank part (mpirun not found)"; exit $fail; fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+. "$PT_SOURCE_DIR/tests/mpi_env.sh"
 FM="$F --per-device-train-batch-size 1 --tp 2 --fsdp 2"   # the same global batch (2 rows) as above
 # ASan+UBSan builds: no LeakSanitizer in MPI ranks (OpenMPI's exit-time allocations)
 [ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1

@@ -38,8 +38,7 @@ else ngpu=$(grep -cE "^cuda:[0-9]+ " "$T/devices"); fi
 [ "${ngpu:-0}" -ge 1 ] || ngpu=1
 echo "$cuda_line"; echo "$nccl_line"; echo "GPUs: $ngpu"
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+. "$PT_SOURCE_DIR/tests/mpi_env.sh"
 MPIRUN=(timeout -k 5 300 mpirun --oversubscribe -x PT_NCCL_SAME_GPU -x PT_NCCL -x LD_LIBRARY_PATH)
 export PT_NCCL_SAME_GPU=0 PT_NCCL=1 LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 STEPS=10; GLOBAL=8; ACC=2

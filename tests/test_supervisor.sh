@@ -113,8 +113,7 @@ check '[ $rc -eq 143 ] && [ $((SECONDS - t0)) -lt 10 ] && grep -q "\"event\": \"
 # 7. an MPI job (4 ranks, TP2 x FSDP2, under --launcher): rank 2 hangs after step 12; the heartbeats
 #    name it, the job is torn down within the timeout and recovers; rank 1 killed at 20; bit-identical
 if command -v mpirun >/dev/null; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-  export OMPI_MCA_btl=self,vader OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+  . "$PT_SOURCE_DIR/tests/mpi_env.sh"
   # ASan+UBSan builds: no LeakSanitizer in MPI ranks (OpenMPI's exit-time allocations are not ours)
   [ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
   timeout -k 5 300 mpirun --oversubscribe -np 4 "$PORTATRAIN" train --model "$G" --data "$G/data.bin" --output-dir "$tmp/mref" \
