@@ -7,6 +7,7 @@
 
 #include "harness/compare.h"
 #include "harness/runlog.h"
+#include "testtrain.h"
 #include "testutil.h"
 #include "util/common.h"
 
@@ -53,7 +54,7 @@ static void windowed(void) {
         cJSON_Delete(res);
         free(hf);
     }
-    free(dir);
+    test_rmdir(dir);
     pt_runlog_free(&r);
 }
 
@@ -126,7 +127,7 @@ static void messy_logs(void) {
         pt_runlog_free(&r);
         free(p);
     }
-    free(dir);
+    test_rmdir(dir);
 }
 
 int main(void) {

@@ -1,5 +1,6 @@
 // Renders the report fixtures and checks the HTML/Markdown facts.
 #include "harness/report.h"
+#include "testtrain.h"
 #include "testutil.h"
 #include "util/common.h"
 #include "util/fileio.h"
@@ -38,7 +39,7 @@ static void render(const char *fixture, char **html, char **md) {
     *html = pt_read_file(hp, &n);
     *md = pt_read_file(mp, &n);
     CHECK(*html && *md, "outputs missing");
-    free(hp); free(mp); free(dir); free(path);
+    free(hp); free(mp); test_rmdir(dir); free(path);
     cJSON_Delete(r);
 }
 
@@ -98,7 +99,7 @@ int main(void) {
         CHECK(mm && strstr(mm, "| run_dir | /tmp/a\\\\\\|b | n/a |"), "backslash-pipe stays in its cell");
         CHECK(hh && mm && strstr(hh, "<td>eval_dataset_sha256</td><td>e5a1</td>") && strstr(mm, "| eval_dataset_sha256 | e5a1 |"),
               "the eval shard set's hash is shown with the other frozen inputs");
-        free(hh); free(mm); free(hp); free(mp); free(dir);
+        free(hh); free(mm); free(hp); free(mp); test_rmdir(dir);
         cJSON_Delete(r);
     }
     // User text in report.md renders as the text it is: a reason with link, emphasis, code, strikethrough and
@@ -112,7 +113,7 @@ int main(void) {
         char *mm = pt_read_file(mp, &n);
         CHECK(mm && strstr(mm, "- \\# see \\[here\\](http://x.example) \\*now\\* \\`rm\\` \\~\\~a\\~\\~ &gt; q \\_em\\_ run_dir\n"),
               "markdown syntax in a reason is escaped: %s", mm ? strstr(mm, "see") : "");
-        free(mm); free(mp); free(dir);
+        free(mm); free(mp); test_rmdir(dir);
         cJSON_Delete(r);
     }
     // A portability label cut at 40 bytes keeps whole UTF-8 characters (an "é" across the cut was split,
@@ -127,7 +128,7 @@ int main(void) {
         char *hh = pt_read_file(hp, &n);
         CHECK(hh && utf8_valid(hh), "report.html is valid UTF-8 with a label cut inside a character");
         CHECK(hh && strstr(hh, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa -&gt; cpu"), "the label is cut before the character");
-        free(hh); free(hp); free(dir);
+        free(hh); free(hp); test_rmdir(dir);
         cJSON_Delete(r);
     }
     // `portatrain report` refuses a file that is not an accept report (the renderer alone takes any object).
