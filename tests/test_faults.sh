@@ -90,6 +90,12 @@ run "$tmp/nan-sup" --supervise --restart-backoff 0.01 --inject nan:step=9 2>"$tm
 check '[ $rc -eq 3 ] && grep -q "not restarting" "$tmp/nan-sup.err" && ! grep -q "\"restart\"" "$tmp/nan-sup/events.jsonl"' "nan (supervised): retried or wrong exit ($rc)"
 run "$tmp/skip-sup" --supervise --restart-backoff 0.01 --nan-policy skip --inject nan:step=7,nan:step=12:target=grad,kill:step=15 2>/dev/null; rc=$?
 check '[ $rc -eq 0 ] && cmp -s "$tmp/skip-sup/model.safetensors" "$tmp/skip/model.safetensors"' "skip (supervised): failed or weights differ from the unsupervised skip run ($rc)"
+# a kill right after the skipped step 7 restarts from checkpoint 6: the replay of step 7 meets the bad batch again
+# and skips it, as the uninterrupted run did (was: the nan fault counted as fired and was not re-armed, so the
+# replay trained on step 7 and the final weights differed)
+run "$tmp/skip-sup2" --supervise --restart-backoff 0.01 --nan-policy skip --inject nan:step=7,kill:step=7,nan:step=12:target=grad 2>/dev/null; rc=$?
+check '[ $rc -eq 0 ] && cmp -s "$tmp/skip-sup2/model.safetensors" "$tmp/skip/model.safetensors" && [ "$(grep -c "\"skipped\"" "$tmp/skip-sup2/metrics.jsonl")" = "$(grep -c "\"skipped\"" "$tmp/skip/metrics.jsonl")" ]' \
+  "skip (supervised, kill after the bad step): failed, or weights or skipped steps differ from the unsupervised skip run ($rc)"
 
 # 8. kill:step=random (seeded) recovers like a fixed kill
 PT_INJECT_SEED=7 run "$tmp/random" --supervise --restart-backoff 0.01 --inject kill:step=random 2>"$tmp/random.err"; rc=$?

@@ -339,9 +339,11 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         argv[n] = NULL;
         // A fault fires once: this attempt arms the unfired faults up to and
         // including the first that ends an attempt (kill, hang, enospc); nan
-        // and corrupt-checkpoint faults don't, so they ride along with it.
+        // and corrupt-checkpoint faults don't, so they ride along with it. A bad
+        // batch (nan, nan:target=grad) stays armed: a replay of its step meets it
+        // again, as an uninterrupted run met it once.
         for (int i = 0, stop = 0; i < o->n_faults; i++) {
-            armed[i] = !stop && !fired[i];
+            armed[i] = !stop && (!fired[i] || pt_fault_recurs(o->faults[i].kind));
             if (armed[i] && pt_fault_ends_attempt(o->faults[i].kind)) stop = 1;
         }
         clear_heartbeats(o->output_dir);
@@ -454,8 +456,9 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         const char *injected = NULL;
         for (int i = 0; i < o->n_faults; i++)
             if (armed[i] && o->faults[i].step <= seen + 1) {
+                const bool again = fired[i];  // a bad batch met again in a replay: not this attempt's fault
                 fired[i] = true;
-                if (pt_fault_ends_attempt(o->faults[i].kind) || fault_step < 0) {
+                if (pt_fault_ends_attempt(o->faults[i].kind) || (fault_step < 0 && !again)) {
                     fault_step = o->faults[i].step;
                     fault_rank = o->faults[i].rank;
                     injected = pt_fault_name(o->faults[i].kind);

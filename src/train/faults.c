@@ -27,6 +27,8 @@ bool pt_fault_ends_attempt(int kind) {
     return kind == PT_FAULT_KILL || kind == PT_FAULT_KILL_SAVE || kind == PT_FAULT_HANG || kind == PT_FAULT_ENOSPC;
 }
 
+bool pt_fault_recurs(int kind) { return kind == PT_FAULT_NAN || kind == PT_FAULT_NAN_GRAD; }
+
 int pt_fault_parse(const char *spec, pt_fault *out, int max, int *n) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", spec);

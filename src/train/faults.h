@@ -53,6 +53,9 @@ const char *pt_fault_name(int kind);  // kill, kill-save, hang, nan, ...
 // Faults that end the worker attempt by themselves (kill, hang, enospc); the
 // others (nan, corrupt-checkpoint) are armed together with the next one.
 bool pt_fault_ends_attempt(int kind);
+// Faults that model bad data (nan and nan:target=grad: a bad batch): every computation of their step meets
+// them, a restarted worker's replay too, so a supervisor arms them on every attempt.
+bool pt_fault_recurs(int kind);
 // Parses "kill:step=S,hang:step=S,nan:step=S:target=grad,..." (appends to f).
 int pt_fault_parse(const char *spec, pt_fault *f, int max, int *n);
 // Replaces step=random with a step in [1, max_steps] and rank=random with a
