@@ -427,13 +427,13 @@ static int run_child(acc_ctx *c, const char *label, const char *log_name, const 
 // Arguments of one training run; every run of the suite differs only in
 // backend, output directory, checkpointing and resume/supervision.
 typedef struct {
-    char *v[64];
+    char *v[96];  // ~60 at most: the fixed flags, a baseline's inherited ones, resume or supervision
     int n;
     char num[16][32];
     int nn;
 } argbuf;
 
-static void ab_add(argbuf *a, const char *s) { if (a->n < 63) a->v[a->n++] = (char *)s; a->v[a->n] = NULL; }
+static void ab_add(argbuf *a, const char *s) { if (a->n < 95) a->v[a->n++] = (char *)s; a->v[a->n] = NULL; }
 // The shortest text (of %.15g, %.17g) that reads back as the same double: a flag's value as typed.
 static void exact_double(char *buf, size_t n, double x) {
     snprintf(buf, n, "%.15g", x);
