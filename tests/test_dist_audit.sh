@@ -11,8 +11,10 @@
 #  - a distributed metrics.jsonl record has every field of the single process's, with the same global
 #    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
 #    each rank its own heartbeat);
-#  - start-up memory: a rank holds at most one full fp32 copy of the model beside its training state
-#    (peak RSS of DP2 ranks on a 60 MB model, over the same job's on the 0.1 MB fixture), and topo says so;
+#  - start-up memory: a rank streams the weights into its shards and never holds the whole model (peak RSS of
+#    FSDP2 and TP2 ranks on a 241 MiB model, over the same layout's on the 0.1 MB fixture: state +
+#    activations + about one tensor), and topo says so; the streamed load keeps the frozen hashes and the
+#    tied lm_head checks;
 #  - a layout that cannot run (world size, heads vs tp, --mesh-order, bf16) is a usage error, exit 2, which
 #    --supervise passes through instead of restarting the job;
 #  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
@@ -155,36 +157,110 @@ files() { (cd "$1" && find . -type f ! -path './heartbeats/*' | sort); }
 if [ "$(files "$T/m1")" = "$(files "$T/m4")" ] && [ "$(ls "$T/m4/heartbeats" | wc -l)" -eq 4 ]; then echo "ok: the same files (+ one heartbeat per rank)"
 else echo "FAIL: output files differ"; diff <(files "$T/m1") <(files "$T/m4"); ls "$T/m4/heartbeats"; fail=1; fi
 
-# 5. start-up memory: hf_model_load read into a host copy, then pt_parallel_load_full copied the full model
-# again (3 fp32 copies at the peak); now the peak is the state + activations + one copy of the model
-python3 - "$fixture/untied/config.json" "$T/mid.json" <<'PY'
+# 5. start-up memory: every rank read the whole HF model (hf_model_load), hashed it and cut its shards from it
+# (pt_parallel_load_full): one full fp32 model per rank beside the training state, 30.5 GiB per rank for
+# Qwen3-8B (before 2026-12-05 three). Now the weights stream into the shards one tensor at a time: the peak is
+# the state + activations + about one tensor. FSDP2 and TP2 on a 241 MiB model (16 layers, largest tensor
+# 4 MiB), each over the same layout's peak on the 0.1 MB fixture: the growth must stay under state +
+# activations + topo's start-up buffers + 10% of the model (the old load: + 100% of it or more).
+python3 - "$fixture/untied/config.json" "$T/big.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c.update(hidden_size=512, intermediate_size=2048, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
-         head_dim=64, layer_types=["full_attention"] * 4)
+c.update(hidden_size=512, intermediate_size=2048, num_hidden_layers=16, num_attention_heads=8, num_key_value_heads=4,
+         head_dim=64, layer_types=["full_attention"] * 16)
 json.dump(c, open(sys.argv[2], "w"))
 PY
-"$PORTATRAIN" init --config "$T/mid.json" --seed 1 --output-dir "$T/init_mid" >/dev/null 2>&1
-for k in untied mid; do
-  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" train --model "$T/init_$k" --data "$data" --output-dir "$T/rss_$k" --max-steps 1 \
-    --seq-len 16 --per-device-train-batch-size 4 --dp 2 --quiet >"$T/out" 2>&1 || { echo "FAIL: rss run $k"; cat "$T/out"; fail=1; }
+for lay in fsdp tp; do
+  "$PORTATRAIN" topo --world 2 "--$lay" 2 --config "$T/big.json" --seq-len 16 --per-device-train-batch-size 4 \
+    --json >"$T/topo_big_$lay.json"
 done
+# topo's start-up buffers: the largest tensor (gate/up/down, 2048 x 512 fp32) on a host backend, untied
+jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['startup_load_buffers'] == 4 * 2048 * 512" \
+  "topo reports the start-up buffers (one tensor, not the model)"
+rss_run() { # name model layout...
+  local name=$1 model=$2; shift 2
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
+    --max-steps 1 --seq-len 16 --per-device-train-batch-size 4 --quiet "$@" >"$T/out" 2>&1 \
+    || { echo "FAIL: rss run $name"; cat "$T/out"; fail=1; }
+}
 if [ -n "${PT_SANITIZED:-}" ]; then echo "ok: start-up memory not measured under ASan (its shadow memory is RSS)"
-elif python3 - "$T/rss_untied/metrics.jsonl" "$T/rss_mid/metrics.jsonl" "$(stat -c %s "$T/init_mid/model.safetensors")" <<'PY'
+else
+  "$PORTATRAIN" init --config "$T/big.json" --seed 1 --output-dir "$T/init_big" >/dev/null 2>&1
+  for lay in fsdp tp; do
+    rss_run "base_$lay" untied "--$lay" 2
+    rss_run "big_$lay" big "--$lay" 2
+    if python3 - "$T/rss_base_$lay/metrics.jsonl" "$T/rss_big_$lay/metrics.jsonl" \
+       "$(stat -c %s "$T/init_big/model.safetensors")" "$T/topo_big_$lay.json" "$lay 2" <<'PY'
 import json, sys
 base = json.loads(open(sys.argv[1]).readline())
-mid = json.loads(open(sys.argv[2]).readline())
+run = json.loads(open(sys.argv[2]).readline())
 model = int(sys.argv[3]) / 2**20
-grown = max(mid["peak_rss_mib_per_rank"]) - max(base["peak_rss_mib_per_rank"])
-bound = (mid["state_bytes_per_rank"] + mid["activation_bytes"]) / 2**20 + 1.5 * model
-print("peak RSS over the fixture's %.1f MiB, bound %.1f MiB (state + activations + 1.5 x the %.1f MiB model)" % (grown, bound, model))
+load = json.load(open(sys.argv[4]))["memory_bytes_per_rank"]["startup_load_buffers"] / 2**20
+grown = max(run["peak_rss_mib_per_rank"]) - max(base["peak_rss_mib_per_rank"])
+state = (run["state_bytes_per_rank"] + run["activation_bytes"]) / 2**20
+bound = state + load + 0.1 * model
+print("%s: peak RSS over the fixture's %.1f MiB = state + activations %.1f + %.1f; bound %.1f MiB (+ start-up "
+      "buffers %.1f + 10%% of the %.1f MiB model)" % (sys.argv[5], grown, state, grown - state, bound, load, model))
 sys.exit(0 if grown <= bound else 1)
 PY
-then echo "ok: start-up memory"; else echo "FAIL: start-up memory"; fail=1; fi
-# topo reports that start-up copy: the fp32 model (the safetensors file less its header)
-"$PORTATRAIN" topo --world 2 --dp 2 --model "$T/init_mid" --seq-len 16 --per-device-train-batch-size 4 --json >"$T/topo.json"
-jcheck "$T/topo.json" "0 < $(stat -c %s "$T/init_mid/model.safetensors") - r['memory_bytes_per_rank']['startup_full_model'] < 65536" \
-  "topo reports the start-up copy of the model"
+    then echo "ok: start-up memory, $lay 2"; else echo "FAIL: start-up memory, $lay 2"; fail=1; fi
+  done
+fi
+
+# 5b. the streamed load keeps every check and the frozen hashes: the initial-weights and config sha256 of a
+# checkpoint are the single process's under FSDP2 and TP2 (each rank hashes the tensors as they stream by); a
+# tied model whose file also holds a differing lm_head.weight is refused with the single process's error; one
+# storing the embedding only as lm_head.weight trains as the plain tied model does
+hashes() { python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['state']['manifest']; print(m['config_sha256'], m['initial_weights_sha256'])" "$1/checkpoint-1/checkpoint.json"; }
+hrun=(train --data "$data" --max-steps 1 --seq-len 16 --per-device-train-batch-size 2 --save-steps 1 --quiet)
+for kind in untied tied; do
+  "$PORTATRAIN" "${hrun[@]}" --model "$T/init_$kind" --output-dir "$T/h1_$kind" >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+  for lay in fsdp tp; do
+    "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/init_$kind" --output-dir "$T/h_${lay}_$kind" "--$lay" 2 \
+      >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+    if [ -n "$(hashes "$T/h1_$kind")" ] && [ "$(hashes "$T/h1_$kind")" = "$(hashes "$T/h_${lay}_$kind")" ]; then
+      echo "ok: $lay 2, $kind: the config and initial-weights sha256 are the single process's"
+    else echo "FAIL: $lay 2, $kind: hashes $(hashes "$T/h_${lay}_$kind") vs $(hashes "$T/h1_$kind")"; fail=1; fi
+  done
+done
+for v in ne lmonly; do
+  mkdir -p "$T/tied_$v"; cp "$T/init_tied/config.json" "$T/tied_$v/"
+  python3 - "$T/init_tied/model.safetensors" "$T/tied_$v/model.safetensors" "$v" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+hdr.pop("__metadata__", None)
+if sys.argv[3] == "lmonly":
+    hdr["lm_head.weight"] = hdr.pop("model.embed_tokens.weight")
+else:
+    e = hdr["model.embed_tokens.weight"]; b, en = e["data_offsets"]
+    lm = bytearray(data[b:en]); lm[5] ^= 0x01
+    hdr["lm_head.weight"] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(data), len(data) + len(lm)]}
+    data += bytes(lm)
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+done
+check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true" -- \
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_ne" --output-dir "$T/h_ne" --fsdp 2
+"${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_lmonly" --output-dir "$T/h_lmonly" --fsdp 2 \
+  >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+loss1() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['loss'])" "$1/metrics.jsonl"; }
+if [ "$(loss1 "$T/h_lmonly")" = "$(loss1 "$T/h_fsdp_tied")" ] && [ "$(hashes "$T/h_lmonly")" = "$(hashes "$T/h_fsdp_tied")" ]
+then echo "ok: fsdp 2, tied, only lm_head.weight stored: the same loss and hashes"
+else echo "FAIL: fsdp 2, tied lm_head only: loss $(loss1 "$T/h_lmonly") vs $(loss1 "$T/h_fsdp_tied")"; fail=1; fi
+
+# a backend whose memory is not host memory (cuda-sim) keeps a host copy of its shards while the weights
+# stream and uploads it once: FSDP2's first loss is the single process's on that backend
+if "$PORTATRAIN" devices 2>/dev/null | grep -q "^cuda-sim"; then
+  sim=(train --model "$T/init_tied" --data "$data" --max-steps 1 --seq-len 16 --quiet --backend cuda-sim)
+  "$PORTATRAIN" "${sim[@]}" --per-device-train-batch-size 4 --output-dir "$T/sim1" >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${sim[@]}" --per-device-train-batch-size 2 --fsdp 2 --output-dir "$T/sim2" \
+    >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+  if python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-7 * a else 1)" \
+     "$(loss1 "$T/sim1")" "$(loss1 "$T/sim2")"; then echo "ok: fsdp 2 on cuda-sim: the single process's first loss"
+  else echo "FAIL: fsdp 2 on cuda-sim: loss $(loss1 "$T/sim2") vs $(loss1 "$T/sim1")"; fail=1; fi
+else echo "ok: no cuda-sim backend in this build (the device-memory start-up is not checked)"; fi
 
 # 6. impossible layouts exit 2 (usage), under mpirun and under --supervise (one attempt, no restarts)
 lay=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)

@@ -231,15 +231,22 @@ int cmd_topo(int argc, char **argv) {
     const double act_b = (double)qwen3_activation_bytes(
         &plan.local, B, S, be->attention_saved_floats(be, B, S, plan.local.num_attention_heads, plan.local.head_dim),
         ac_policy, ac_every);
+    const bool device_memory = !be->host_memory;
     pt_backend_destroy(be);
-    // Start-up: every rank reads the whole HF model in fp32 before it keeps its shards (docs/DISTRIBUTED.md,
-    // Limits): one full copy per rank for a moment, beside the parameter state.
-    double full_b = 0;
+    // Start-up: every rank streams the HF weights tensor by tensor into its shards (hf_model_stream_weights,
+    // pt_parallel_load_tensor): one fp32 buffer of the largest tensor, a second one of the embedding while a
+    // tied lm_head.weight is compared with it, and on a device backend a host copy of the rank's parameter
+    // shard (uploaded once), beside the parameter state. Never the whole model.
+    double load_b = 0;
     {
         pt_backend *ref = pt_backend_cpu_ref_create();  // layout only: nothing is allocated
         qwen3_model fm;
         if (qwen3_create_layout(&fm, &cfg, ref) == 0) {
-            full_b = 4.0 * (double)fm.num_params;
+            size_t big = 0;
+            for (int i = 0; i < fm.num_tensors; i++) big = PT_MAX(big, fm.tensors[i].numel);
+            load_b = 4.0 * (double)big;
+            if (cfg.tie_word_embeddings) load_b += 4.0 * (double)fm.tensors[0].numel;  // the embedding
+            if (device_memory) load_b += 4.0 * (double)plan.shard_numel;
             qwen3_free(&fm);
         }
         pt_backend_destroy(ref);
@@ -286,7 +293,7 @@ int cmd_topo(int argc, char **argv) {
         cJSON *m = cJSON_AddObjectToObject(r, "memory_bytes_per_rank");
         cJSON_AddNumberToObject(m, "parameter_state", state_b);
         cJSON_AddNumberToObject(m, "activations", act_b);
-        cJSON_AddNumberToObject(m, "startup_full_model", full_b);
+        cJSON_AddNumberToObject(m, "startup_load_buffers", load_b);
         cJSON_AddStringToObject(r, "backend", backend);
         cJSON_AddStringToObject(r, "activation_checkpointing", ac ? ac : "none");
         cJSON *b = cJSON_AddObjectToObject(r, "comm_bytes_per_step");  // pt_comm counter units (metrics.jsonl)
@@ -331,8 +338,10 @@ int cmd_topo(int argc, char **argv) {
         printf("\nmemory per rank: parameter state %s (fp32 params, grads, AdamW m and v shards%s), activations %s "
                "(batch %d x %d tokens, backend %s, activation checkpointing %s)\n", human(state_b, b1),
                mesh.fsdp > 1 ? " + FSDP working slots" : "", human(act_b, b2), B, S, backend, ac ? ac : "none");
-        printf("  at start-up each rank also holds the whole model in fp32 (%s) while it reads the HF weights, "
-               "beside its parameter state\n", human(full_b, b1));
+        printf("  at start-up each rank also holds %s while it streams the HF weights into its shards (the largest "
+               "tensor in fp32%s%s), beside its parameter state\n", human(load_b, b1),
+               cfg.tie_word_embeddings ? ", the embedding again for the tied lm_head check" : "",
+               device_memory ? ", a host copy of its parameter shard" : "");
         printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
         printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
         char cls[3][96];

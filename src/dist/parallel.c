@@ -30,6 +30,9 @@ struct pt_parallel {
     // host staging for backends whose memory is not host memory
     float *host_a, *host_b;
     size_t host_n;
+    // start-up (pt_parallel_load_tensor): host copy of the shards (device backends), the next tensor expected
+    float *load_stage;
+    int load_next;
     // vocabulary-parallel cross-entropy scratch
     real_t *xent_lg;
     float *xent_host;
@@ -383,6 +386,7 @@ void pt_parallel_free(pt_parallel *P) {
     free(P->xent_lse);
     free(P->host_a);
     free(P->host_b);
+    free(P->load_stage);
     qwen3_free(&P->m);
     pt_plan_free(&P->plan);
     pt_devcomm_free(P->tp_d);
@@ -405,25 +409,39 @@ static void box_from_full(const float *full, const pt_plan_tensor *t, float *out
                sizeof(float) * (size_t)t->sshape[1]);
 }
 
-int pt_parallel_load_full(pt_parallel *P, const qwen3_model *full_model) {
-    pt_backend *be = P->be;
-    const qwen3_model full = *full_model;
-    // Host backends: the full model's own buffer (no second full copy per rank at start-up).
-    float *host = be->host_memory ? full.params : pt_malloc(sizeof(float) * full.num_params);
-    if (!be->host_memory) be->download(be, host, full.params, sizeof(float) * full.num_params);
-    float *shard = be->host_memory && P->mesh.fsdp == 1 ? P->p : pt_calloc(P->plan.shard_numel, sizeof(float));
-    for (int i = 0; i < P->plan.nt; i++) {
-        const pt_plan_tensor *t = &P->plan.t[i];
-        const qwen3_param_info *ft = qwen3_find_tensor(&full, t->name);
-        box_from_full(host + ft->offset, t, shard + t->shard_offset);
+int pt_parallel_load_tensor(pt_parallel *P, const char *name, const float *full) {
+    // tensors come in the layout's order: look at the one after the last first
+    const pt_plan_tensor *t = NULL;
+    for (int k = 0; k < P->plan.nt && !t; k++) {
+        const int i = (P->load_next + k) % P->plan.nt;
+        if (!strcmp(P->plan.t[i].name, name)) {
+            t = &P->plan.t[i];
+            P->load_next = i + 1;
+        }
     }
-    if (shard != P->p) {
-        be->upload(be, P->p, shard, sizeof(float) * P->plan.shard_numel);
-        free(shard);
+    if (!t) {
+        pt_set_error("tensor \"%s\" is not a parameter of this model", name);
+        return -1;
     }
-    if (host != full.params) free(host);
-    for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
+    // Host backends: straight into the shards (zero-filled, padding included); others: a host copy of the
+    // shards, uploaded by pt_parallel_load_done.
+    float *shard = P->p;
+    if (!P->be->host_memory) {
+        if (!P->load_stage) P->load_stage = pt_calloc(P->plan.shard_numel, sizeof(float));
+        shard = P->load_stage;
+    }
+    box_from_full(full, t, shard + t->shard_offset);
     return 0;
+}
+
+void pt_parallel_load_done(pt_parallel *P) {
+    if (P->load_stage) {
+        P->be->upload(P->be, P->p, P->load_stage, sizeof(float) * P->plan.shard_numel);
+        free(P->load_stage);
+        P->load_stage = NULL;
+    }
+    P->load_next = 0;
+    for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
 }
 
 // ---------------------------------------------------------------- the step

@@ -41,8 +41,11 @@ const pt_plan *pt_parallel_plan(const pt_parallel *P);
 // Bytes of parameters + gradients + moments + working slots this rank holds.
 size_t pt_parallel_state_bytes(const pt_parallel *P);
 
-// Keeps this rank's shards of a full (global) model, e.g. one hf_model_load read.
-int pt_parallel_load_full(pt_parallel *P, const qwen3_model *full);
+// Start-up, one global tensor at a time (hf_model_stream_weights): keeps this rank's shard of tensor `name`
+// (HF name; `full`: its global fp32 values, row-major, host memory), so no rank ever holds the whole model;
+// -1 + error for a name the model lacks. Then pt_parallel_load_done, once every tensor has passed.
+int pt_parallel_load_tensor(pt_parallel *P, const char *name, const float *full);
+void pt_parallel_load_done(pt_parallel *P);
 
 void pt_parallel_zero_grads(pt_parallel *P);
 // After the step's micro-batches: TP-partial norm gradients (fsdp 1) and the

@@ -99,12 +99,29 @@ static const st_tensor *shards_find(const shard_set *s, const char *name, const 
     return NULL;
 }
 
-int hf_model_load_weights(qwen3_model *m, const char *dir) {
+// Reads tensor t of f as fp32 (real_t) and drops its mapped pages again.
+static int read_tensor(const st_file *f, const st_tensor *t, real_t *out, size_t n) {
+#ifdef PT_REAL_DOUBLE
+    const int rc = st_read_double(f, t, out, n);
+#else
+    const int rc = st_read_float(f, t, out, n);
+#endif
+    st_release(f, t);
+    return rc;
+}
+
+// The weights of DIR in the order of m->tensors, with every check of a load: each tensor is looked up in the
+// shard set (tied: the embedding may be stored only as lm_head.weight), its shape checked against the config,
+// read in fp32 into `into` + its offset (a host buffer of m->num_params) or, without `into`, into one buffer
+// of the largest tensor, reused, and handed to fn. read 0: names and shapes only (no data read, fn not called).
+static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor_fn fn, void *ctx, int read) {
     shard_set s;
     if (shards_open(&s, dir) != 0) return -1;
     int rc = -1;
-    // Host backends read straight into the parameters (no second full copy at start-up).
-    real_t *host = m->be->host_memory ? m->params : pt_calloc(m->num_params, sizeof(real_t));
+    size_t maxn = 1;
+    for (int i = 0; i < m->num_tensors; i++) maxn = PT_MAX(maxn, m->tensors[i].numel);
+    real_t *buf = read && !into ? pt_malloc(sizeof(real_t) * maxn) : NULL;
+    const st_file *tied_differs = NULL;  // the file whose lm_head.weight differs from the tied embedding
     for (int i = 0; i < m->num_tensors; i++) {
         const qwen3_param_info *pi = &m->tensors[i];
         const st_file *f = NULL;
@@ -127,67 +144,84 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
             pt_set_error("%s: tensor \"%s\" has shape [%s] but config.json implies [%s]", f->path, pi->name, got, want);
             goto done;
         }
-#ifdef PT_REAL_DOUBLE
-        if (st_read_double(f, t, host + pi->offset, pi->numel) != 0) goto done;
-#else
-        if (st_read_float(f, t, host + pi->offset, pi->numel) != 0) goto done;
-#endif
-    }
-    // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to
-    // the embedding). One that differs would be silently dropped by tying
-    // (transformers warns and unties), so it is refused.
-    if (m->cfg.tie_word_embeddings) {
-        const st_file *f = NULL;
-        const st_tensor *t = shards_find(&s, "lm_head.weight", &f);
-        const qwen3_param_info *e = qwen3_find_tensor(m, "model.embed_tokens.weight");
-        if (t && e) {
-            int same = t->ndim == 2 && t->shape[0] == e->shape[0] && t->shape[1] == e->shape[1];
-            if (same) {
-                real_t *lm = pt_malloc(sizeof(real_t) * e->numel);
-#ifdef PT_REAL_DOUBLE
-                int rrc = st_read_double(f, t, lm, e->numel);
-#else
-                int rrc = st_read_float(f, t, lm, e->numel);
-#endif
-                same = rrc == 0 && !memcmp(lm, host + e->offset, sizeof(real_t) * e->numel);
-                free(lm);
-                if (rrc) goto done;
-            }
-            if (!same) {
-                pt_set_error("%s: lm_head.weight differs from model.embed_tokens.weight but config.json has "
-                             "tie_word_embeddings true; set tie_word_embeddings to false to train them untied",
-                             f->path);
-                goto done;
+        if (!read) continue;
+        real_t *data = into ? into + pi->offset : buf;
+        if (read_tensor(f, t, data, pi->numel) != 0) goto done;
+        // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to the embedding). One that
+        // differs would be silently dropped by tying (transformers warns and unties), so it is refused (once
+        // every tensor has been read, as before the load streamed); compared while the embedding is at hand.
+        if (m->cfg.tie_word_embeddings && !strcmp(pi->name, "model.embed_tokens.weight")) {
+            const st_file *lf = NULL;
+            const st_tensor *lt = shards_find(&s, "lm_head.weight", &lf);
+            if (lt) {
+                int same = lt->ndim == 2 && lt->shape[0] == pi->shape[0] && lt->shape[1] == pi->shape[1];
+                if (same) {
+                    real_t *lm = pt_malloc(sizeof(real_t) * pi->numel);
+                    const int rrc = read_tensor(lf, lt, lm, pi->numel);
+                    same = rrc == 0 && !memcmp(lm, data, sizeof(real_t) * pi->numel);
+                    free(lm);
+                    if (rrc) goto done;
+                }
+                if (!same) tied_differs = lf;
             }
         }
+        if (fn && fn(ctx, pi, data) != 0) goto done;
+    }
+    if (tied_differs) {
+        pt_set_error("%s: lm_head.weight differs from model.embed_tokens.weight but config.json has "
+                     "tie_word_embeddings true; set tie_word_embeddings to false to train them untied",
+                     tied_differs->path);
+        goto done;
     }
     // Unknown tensors are reported (as transformers does) but not fatal.
-    for (int k = 0; k < s.n; k++)
+    for (int k = 0; k < s.n && read; k++)
         for (int j = 0; j < s.files[k].num_tensors; j++) {
             const char *name = s.files[k].tensors[j].name;
             if (!qwen3_find_tensor(m, name) && !(m->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight")))
                 pt_warn("%s: unexpected tensor \"%s\" ignored", s.files[k].path, name);
         }
-    if (host != m->params) m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
-    qwen3_params_changed(m);
     rc = 0;
 done:
-    if (host != m->params) free(host);
+    free(buf);
     shards_close(&s);
     return rc;
 }
 
-int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be) {
-    memset(m, 0, sizeof *m);  // callers test m->be to know whether there is anything to free
+int hf_model_stream_weights(const qwen3_model *layout, const char *dir, hf_tensor_fn fn, void *ctx) {
+    return stream(layout, dir, NULL, fn, ctx, 1);
+}
+
+int hf_model_check_weights(const qwen3_model *layout, const char *dir) {
+    return stream(layout, dir, NULL, NULL, NULL, 0);
+}
+
+int hf_model_load_weights(qwen3_model *m, const char *dir) {
+    // Host backends read straight into the parameters (no second full copy at start-up).
+    real_t *host = m->be->host_memory ? m->params : pt_calloc(m->num_params, sizeof(real_t));
+    const int rc = stream(m, dir, host, NULL, NULL, 1);
+    if (rc == 0) {
+        if (host != m->params) m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+        qwen3_params_changed(m);
+    }
+    if (host != m->params) free(host);
+    return rc;
+}
+
+int hf_model_load_config(qwen3_config *cfg, const char *dir) {
     if (!pt_is_dir(dir)) {
         pt_set_error("%s: model directory not found", dir);
         return -1;
     }
     char *cfgp = pt_path_join(dir, "config.json");
-    qwen3_config cfg;
-    int rc = qwen3_config_load(&cfg, cfgp);
+    const int rc = qwen3_config_load(cfg, cfgp);
     free(cfgp);
-    if (rc) return -1;
+    return rc;
+}
+
+int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be) {
+    memset(m, 0, sizeof *m);  // callers test m->be to know whether there is anything to free
+    qwen3_config cfg;
+    if (hf_model_load_config(&cfg, dir) != 0) return -1;
     if (qwen3_create(m, &cfg, be) != 0) return -1;
     if (hf_model_load_weights(m, dir) != 0) {
         qwen3_free(m);

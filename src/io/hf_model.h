@@ -11,6 +11,20 @@
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be);
 // Loads weights from a model dir into an existing model (same config).
 int hf_model_load_weights(qwen3_model *m, const char *dir);
+// DIR/config.json alone (hf_model_load's first step: the directory must exist).
+int hf_model_load_config(qwen3_config *cfg, const char *dir);
+
+// The weights of a model dir one tensor at a time, with every check of hf_model_load_weights (the same
+// errors): for each tensor of layout->tensors, in that order (a model from qwen3_create or
+// qwen3_create_layout; only its cfg and tensors are read), its fp32 values are read into one buffer the size
+// of the largest tensor, reused, and passed to fn (a non-zero return, with the error set, stops the load and
+// is returned). The file's mapped pages are dropped tensor by tensor, so a load holds about one tensor (two
+// while a tied lm_head.weight is compared with the embedding), never the whole model: a parallel runtime
+// keeps its shard of each tensor (dist/parallel.h) and hashes them as they pass.
+typedef int (*hf_tensor_fn)(void *ctx, const qwen3_param_info *t, const real_t *data);
+int hf_model_stream_weights(const qwen3_model *layout, const char *dir, hf_tensor_fn fn, void *ctx);
+// The checks that need no tensor data (every tensor present, its shape the config's), as the load makes them.
+int hf_model_check_weights(const qwen3_model *layout, const char *dir);
 // Writes DIR/config.json and the weights (dtype "float32" or "bfloat16"),
 // sharded into model-0000K-of-0000N.safetensors + index when the weights
 // exceed max_shard_bytes (0: never shard). The new files are written in a

@@ -216,7 +216,18 @@ int st_open(st_file *f, const char *path) {
         pt_unmap_file(map, size);
         return -1;
     }
+    f->mapped = 1;
     return 0;
+}
+
+void st_release(const st_file *f, const st_tensor *t) {
+    if (!f->mapped || t->end <= t->begin) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->map;
+    // whole pages, rounded outwards: a clean private read-only mapping loses nothing (a neighbour's page
+    // is read from the file again when touched)
+    const uintptr_t a = (base + f->data_start + t->begin) & ~(pg - 1);
+    const uintptr_t e = PT_MIN((base + f->data_start + t->end + pg - 1) & ~(pg - 1), (base + f->size + pg - 1) & ~(pg - 1));
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
 void st_close(st_file *f) {

@@ -37,6 +37,7 @@ typedef struct {
     st_tensor *tensors;
     int num_meta;
     char **meta_keys, **meta_values;
+    int mapped;          // map is a mapping of the file (st_open), not a caller's buffer (st_parse)
 } st_file;
 
 const char *st_dtype_name(st_dtype d);
@@ -51,6 +52,10 @@ void st_close(st_file *f);
 const st_tensor *st_find(const st_file *f, const char *name);
 const char *st_meta(const st_file *f, const char *key);
 const void *st_data(const st_file *f, const st_tensor *t);
+// Drops the mapped pages of tensor t from the process's resident set once it has been read (a file from
+// st_open; they are read from the file again if touched). Streaming a model tensor by tensor this way
+// keeps the mapping's resident pages to about one tensor instead of the whole file.
+void st_release(const st_file *f, const st_tensor *t);
 // Converts a F32/F16/BF16/F64 tensor to float; count must equal numel.
 int st_read_float(const st_file *f, const st_tensor *t, float *out, uint64_t count);
 int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t count);

@@ -7,12 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[65]) {
-    cJSON *cj = qwen3_config_to_json(&m->cfg, "float32");
+void pt_hash_config(const qwen3_config *cfg, char config_hex[65]) {
+    cJSON *cj = qwen3_config_to_json(cfg, "float32");
     char *text = cJSON_PrintUnformatted(cj);
     pt_sha256_hex(text, strlen(text), config_hex);
     free(text);
     cJSON_Delete(cj);
+}
+
+void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[65]) {
+    pt_hash_config(&m->cfg, config_hex);
     real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
     m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
     pt_sha256 *h = pt_sha256_new();

@@ -13,8 +13,10 @@ typedef struct {
     char dataset_sha256[65];
 } pt_run_hashes;
 
-// sha256 of the canonical model config JSON and of the fp32 parameters.
+// sha256 of the canonical model config JSON and of the fp32 parameters (each tensor's values in
+// m->tensors order: the same digest as hashing the tensors as they stream in, hf_model_stream_weights).
 void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[65]);
+void pt_hash_config(const qwen3_config *cfg, char config_hex[65]);
 
 // Saves params + AdamW moments + `state` as checkpoint `step` under output_dir.
 // Refuses (returns PT_SAVE_NONFINITE, writes nothing) when the weights or

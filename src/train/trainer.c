@@ -13,6 +13,7 @@
 #include "train/train_state.h"
 #include "util/common.h"
 #include "util/fileio.h"
+#include "util/hash.h"
 #include "util/json.h"
 
 #include <errno.h>
@@ -587,6 +588,18 @@ static int prepare_output_dir(const pt_train_args *a) {
     return pt_outdir_clear(a->output_dir, same, !getenv("PT_SUPERVISED_WORKER"));
 }
 
+// Start-up under a mesh: one HF tensor, hashed in layout order and sharded into the parallel runtime.
+typedef struct {
+    pt_parallel *P;
+    pt_sha256 *h;
+} stream_ctx;
+
+static int stream_tensor(void *ctx, const qwen3_param_info *t, const real_t *data) {
+    stream_ctx *c = ctx;
+    pt_sha256_update(c->h, data, sizeof(real_t) * t->numel);
+    return pt_parallel_load_tensor(c->P, t->name, data);
+}
+
 // ---------------------------------------------------------------- the loop
 
 int pt_train(const pt_train_args *args) {
@@ -652,13 +665,22 @@ int pt_train(const pt_train_args *args) {
     be = pt_backend_create(a->backend);
     if (!be) goto setup_done;
     be->tf32 = a->tf32;  // before the first kernel
-    if (hf_model_load(&model, a->model_dir, be) != 0) goto setup_done;
+    if (world) {
+        // Distributed: the config and the parameter layout only (no parameters); the weights stream into
+        // this rank's shards below, one tensor at a time, never the whole model per rank.
+        qwen3_config cfg;
+        if (hf_model_load_config(&cfg, a->model_dir) != 0 || qwen3_create_layout(&model, &cfg, be) != 0 ||
+            hf_model_check_weights(&model, a->model_dir) != 0)
+            goto setup_done;
+    } else if (hf_model_load(&model, a->model_dir, be) != 0) {
+        goto setup_done;
+    }
     if (model.cfg.attention_dropout != 0) {  // transformers would drop attention weights; we have no dropout
         pt_set_error("%s/config.json: attention_dropout %g: training with attention dropout is not supported "
                      "(set it to 0.0, as Qwen3 releases do)", a->model_dir, model.cfg.attention_dropout);
         goto setup_done;
     }
-    pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
+    if (!world) pt_hash_model(&model, hashes.config_sha256, hashes.initial_weights_sha256);
     if (world) {
         pt_mesh mesh;
         // A layout that cannot fit this job or this model is a usage error (exit 2): --supervise must not
@@ -671,8 +693,14 @@ int pt_train(const pt_train_args *args) {
         P = pt_parallel_create(world, &mesh, &model.cfg, be);
         if (!P) goto setup_done;
         g_par = P;
-        pt_parallel_load_full(P, &model);
-        qwen3_free(&model);
+        // Each tensor is read once, hashed (the digest pt_hash_model gives) and its shard kept.
+        pt_hash_config(&model.cfg, hashes.config_sha256);
+        stream_ctx sc = {.P = P, .h = pt_sha256_new()};
+        const int lrc = hf_model_stream_weights(&model, a->model_dir, stream_tensor, &sc);
+        pt_sha256_final_hex(sc.h, hashes.initial_weights_sha256);
+        qwen3_free(&model);  // the layout
+        if (lrc != 0) goto setup_done;
+        pt_parallel_load_done(P);
         mdl = pt_parallel_model(P);
         data_world = pt_parallel_data_world(P);
         data_rank = pt_parallel_data_rank(P);
