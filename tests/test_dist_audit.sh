@@ -15,6 +15,9 @@
 #    FSDP2 and TP2 ranks on a 241 MiB model, over the same layout's on the 0.1 MB fixture: state +
 #    activations + about one tensor), and topo says so; the streamed load keeps the frozen hashes and the
 #    tied lm_head checks;
+#  - the final HF save streams too: rank 0 gathers and writes one tensor at a time, never the whole model
+#    (its lifetime peak RSS over the training peak: about two copies of the largest tensor, as topo says), and
+#    writes bitwise what `export` writes from the run's last checkpoint (FSDP2, TP2, TP2 x FSDP2, tied, untied);
 #  - a layout that cannot run (world size, heads vs tp, --mesh-order, bf16) is a usage error, exit 2, which
 #    --supervise passes through instead of restarting the job;
 #  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
@@ -177,9 +180,17 @@ done
 # topo's start-up buffers: the largest tensor (gate/up/down, 2048 x 512 fp32) on a host backend, untied
 jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['startup_load_buffers'] == 4 * 2048 * 512" \
   "topo reports the start-up buffers (one tensor, not the model)"
+# each rank's lifetime peak RSS (KiB), final save included: $T/maxrss_NAME.RANK
+cat >"$T/maxrss.py" <<'PY'
+import os, resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+with open("%s.%s" % (sys.argv[1], os.environ.get("OMPI_COMM_WORLD_RANK", "0")), "w") as f:
+    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(rc)
+PY
 rss_run() { # name model layout...
   local name=$1 model=$2; shift 2
-  "${MPIRUN[@]}" -np 2 "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
+  "${MPIRUN[@]}" -np 2 python3 "$T/maxrss.py" "$T/maxrss_$name" "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
     --max-steps 1 --seq-len 16 --per-device-train-batch-size 4 --quiet "$@" >"$T/out" 2>&1 \
     || { echo "FAIL: rss run $name"; cat "$T/out"; fail=1; }
 }
@@ -204,13 +215,39 @@ print("%s: peak RSS over the fixture's %.1f MiB = state + activations %.1f + %.1
 sys.exit(0 if grown <= bound else 1)
 PY
     then echo "ok: start-up memory, $lay 2"; else echo "FAIL: start-up memory, $lay 2"; fail=1; fi
+    # the final HF save (after the last metrics record): rank 0's lifetime peak over its training peak stays
+    # under topo's save buffers + 10% of the model (gathering the whole model: + 3 to 4 models, ~800 MiB)
+    if python3 - "$T/rss_big_$lay/metrics.jsonl" "$(cat "$T/maxrss_big_$lay.0")" \
+       "$(stat -c %s "$T/init_big/model.safetensors")" "$T/topo_big_$lay.json" "$lay 2" <<'PY'
+import json, sys
+train = json.loads(open(sys.argv[1]).readline())["peak_rss_mib_per_rank"][0]
+life = int(sys.argv[2]) / 1024
+model = int(sys.argv[3]) / 2**20
+save = json.load(open(sys.argv[4]))["memory_bytes_per_rank"]["final_save_buffers_rank0"] / 2**20
+bound = save + 0.1 * model
+print("%s: rank 0's peak RSS %.1f MiB, in training %.1f: the final save added %.1f MiB; bound %.1f (topo's save "
+      "buffers %.1f + 10%% of the %.1f MiB model)" % (sys.argv[5], life, train, life - train, bound, save, model))
+sys.exit(0 if life - train <= bound else 1)
+PY
+    then echo "ok: final save memory, $lay 2"; else echo "FAIL: final save memory, $lay 2"; fail=1; fi
   done
 fi
+jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['final_save_buffers_rank0'] == 2 * 4 * 2048 * 512" \
+  "topo reports the final save's buffers on rank 0 (the largest tensor twice, not the model)"
 
 # 5b. the streamed load keeps every check and the frozen hashes: the initial-weights and config sha256 of a
 # checkpoint are the single process's under FSDP2 and TP2 (each rank hashes the tensors as they stream by); a
 # tied model whose file also holds a differing lm_head.weight is refused with the single process's error; one
 # storing the embedding only as lm_head.weight trains as the plain tied model does
+# the final model a distributed run streams to rank 0 = `export` of its last (sharded) checkpoint, bitwise
+same_as_export() { # run-dir step what
+  rm -rf "$T/exported"
+  if "$PORTATRAIN" export --checkpoint "$1/checkpoint-$2" --output-dir "$T/exported" >"$T/out" 2>&1 \
+     && cmp "$1/model.safetensors" "$T/exported/model.safetensors" >>"$T/out" 2>&1 \
+     && cmp "$1/config.json" "$T/exported/config.json" >>"$T/out" 2>&1
+  then echo "ok: $3: the final model is bitwise the export of checkpoint-$2"
+  else echo "FAIL: $3: the final model differs from the export of checkpoint-$2"; cat "$T/out"; fail=1; fi
+}
 hashes() { python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['state']['manifest']; print(m['config_sha256'], m['initial_weights_sha256'])" "$1/checkpoint-1/checkpoint.json"; }
 hrun=(train --data "$data" --max-steps 1 --seq-len 16 --per-device-train-batch-size 2 --save-steps 1 --quiet)
 for kind in untied tied; do
@@ -221,6 +258,7 @@ for kind in untied tied; do
     if [ -n "$(hashes "$T/h1_$kind")" ] && [ "$(hashes "$T/h1_$kind")" = "$(hashes "$T/h_${lay}_$kind")" ]; then
       echo "ok: $lay 2, $kind: the config and initial-weights sha256 are the single process's"
     else echo "FAIL: $lay 2, $kind: hashes $(hashes "$T/h_${lay}_$kind") vs $(hashes "$T/h1_$kind")"; fail=1; fi
+    same_as_export "$T/h_${lay}_$kind" 1 "$lay 2, $kind"
   done
 done
 for v in ne lmonly; do
@@ -284,6 +322,7 @@ for lim in 0 1000; do
 done
 check 0 "same" -- sh -c "cmp '$T/gather0/model.safetensors' '$T/gather1000/model.safetensors' && \
   for r in 0 1 2 3; do cmp '$T/gather0/checkpoint-2/rank0000'\$r.safetensors '$T/gather1000/checkpoint-2/rank0000'\$r.safetensors || exit 1; done && echo same"
+same_as_export "$T/gather0" 2 "tp 2 x fsdp 2, untied"
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"

@@ -237,15 +237,18 @@ int cmd_topo(int argc, char **argv) {
     // pt_parallel_load_tensor): one fp32 buffer of the largest tensor, a second one of the embedding while a
     // tied lm_head.weight is compared with it, and on a device backend a host copy of the rank's parameter
     // shard (uploaded once), beside the parameter state. Never the whole model.
-    double load_b = 0;
+    // The final HF save streams too (pt_parallel_save_hf): rank 0 holds the largest tensor whole in fp32 and
+    // the gather's receive buffer of it; every rank sends its part of one tensor at a time.
+    double load_b = 0, save_b = 0;
     {
         pt_backend *ref = pt_backend_cpu_ref_create();  // layout only: nothing is allocated
         qwen3_model fm;
         if (qwen3_create_layout(&fm, &cfg, ref) == 0) {
-            size_t big = 0;
-            for (int i = 0; i < fm.num_tensors; i++) big = PT_MAX(big, fm.tensors[i].numel);
-            load_b = 4.0 * (double)big;
-            if (cfg.tie_word_embeddings) load_b += 4.0 * (double)fm.tensors[0].numel;  // the embedding
+            const double big = (double)qwen3_largest_tensor_numel(&fm);
+            load_b = 4.0 * big;
+            if (cfg.tie_word_embeddings)  // the embedding
+                load_b += 4.0 * (double)qwen3_find_tensor(&fm, "model.embed_tokens.weight")->numel;
+            save_b = 2 * 4.0 * big;
             if (device_memory) load_b += 4.0 * (double)plan.shard_numel;
             qwen3_free(&fm);
         }
@@ -294,6 +297,7 @@ int cmd_topo(int argc, char **argv) {
         cJSON_AddNumberToObject(m, "parameter_state", state_b);
         cJSON_AddNumberToObject(m, "activations", act_b);
         cJSON_AddNumberToObject(m, "startup_load_buffers", load_b);
+        cJSON_AddNumberToObject(m, "final_save_buffers_rank0", save_b);
         cJSON_AddStringToObject(r, "backend", backend);
         cJSON_AddStringToObject(r, "activation_checkpointing", ac ? ac : "none");
         cJSON *b = cJSON_AddObjectToObject(r, "comm_bytes_per_step");  // pt_comm counter units (metrics.jsonl)
@@ -342,6 +346,8 @@ int cmd_topo(int argc, char **argv) {
                "tensor in fp32%s%s), beside its parameter state\n", human(load_b, b1),
                cfg.tie_word_embeddings ? ", the embedding again for the tied lm_head check" : "",
                device_memory ? ", a host copy of its parameter shard" : "");
+        printf("  for the final HF model rank 0 also holds %s (the largest tensor in fp32, twice: as gathered and "
+               "as written)\n", human(save_b, b1));
         printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
         printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
         char cls[3][96];

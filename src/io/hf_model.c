@@ -118,8 +118,7 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
     shard_set s;
     if (shards_open(&s, dir) != 0) return -1;
     int rc = -1;
-    size_t maxn = 1;
-    for (int i = 0; i < m->num_tensors; i++) maxn = PT_MAX(maxn, m->tensors[i].numel);
+    const size_t maxn = qwen3_largest_tensor_numel(m);
     real_t *buf = read && !into ? pt_malloc(sizeof(real_t) * maxn) : NULL;
     const st_file *tied_differs = NULL;  // the file whose lm_head.weight differs from the tied embedding
     for (int i = 0; i < m->num_tensors; i++) {
@@ -286,62 +285,93 @@ static int remove_stale_weights(const char *dir, char **written, int n) {
     return rc;
 }
 
+// One save in flight: the tensors' bytes are fetched and converted as st_write_stream asks for them.
+typedef struct {
+    const qwen3_model *m;
+    const char *dir;
+    st_dtype dtype;
+    hf_fetch_fn fetch;
+    void *ctx;
+    int first;      // the layout index of the file's first tensor (a file holds consecutive tensors)
+    int next;       // the next tensor to fetch, in layout order
+    real_t *buf;    // the largest tensor in fp32
+    uint8_t *conv;  // ... in the target dtype (NULL when that is buf's own layout)
+} save_stream;
+
+static const void *save_tensor_bytes(void *vctx, int i) {
+    save_stream *ss = vctx;
+    const int k = ss->first + i;
+    const qwen3_param_info *ti = &ss->m->tensors[k];
+    ss->next = k + 1;
+    if (ss->fetch(ss->ctx, k, ti, ss->buf) != 0) return NULL;
+    if (!ss->conv) return ss->buf;
+    for (size_t j = 0; j < ti->numel; j++) {
+        const float v = (float)ss->buf[j];
+        if (ss->dtype == ST_F32) {
+            memcpy(ss->conv + 4 * j, &v, 4);
+            continue;
+        }
+        const uint16_t h = ss->dtype == ST_BF16 ? pt_float_to_bf16(v) : pt_float_to_f16(v);
+        // a weight float16 cannot hold (|w| >= 65520 becomes inf, as torch's .to(float16) silently makes it)
+        // refuses the save
+        if (ss->dtype == ST_F16 && isfinite(v) && (h & 0x7c00) == 0x7c00) {
+            pt_set_error("%s: weight %s[%zu] = %g is beyond float16's range (+-65504); save as bfloat16 or "
+                         "float32", ss->dir, ti->name, j, (double)v);
+            return NULL;
+        }
+        memcpy(ss->conv + 2 * j, &h, 2);
+    }
+    return ss->conv;
+}
+
+static int fetch_from_model(void *ctx, int i, const qwen3_param_info *t, real_t *out) {
+    (void)i;
+    const qwen3_model *m = ctx;
+    m->be->download(m->be, out, m->params + t->offset, sizeof(real_t) * t->numel);
+    return 0;
+}
+
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes) {
+    return hf_model_save_streamed(m, dir, dtype, max_shard_bytes, fetch_from_model, (void *)m);
+}
+
+int hf_model_save_streamed(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes,
+                           hf_fetch_fn fetch, void *ctx) {
     const st_dtype out_dtype = !dtype || !strcmp(dtype, "float32") ? ST_F32
                              : !strcmp(dtype, "bfloat16")          ? ST_BF16
                              : !strcmp(dtype, "float16")           ? ST_F16
                                                                    : ST_DTYPE_COUNT;
+    const int nt = m->num_tensors;
+    const size_t maxn = qwen3_largest_tensor_numel(m);
+    const size_t es = out_dtype == ST_F32 ? 4 : 2;
+    save_stream ss = {.m = m, .dir = dir, .dtype = out_dtype, .fetch = fetch, .ctx = ctx,
+                      .buf = pt_malloc(sizeof(real_t) * maxn)};
+    if (out_dtype != ST_F32 || sizeof(real_t) != 4) ss.conv = pt_malloc(es * maxn);
+    int rc = -1;
+    char *stage = NULL;
+    int *shard_of = pt_calloc(nt, sizeof(int));
+    cJSON *index = NULL, *wm = NULL;
+    st_write_tensor *wt = pt_calloc(nt, sizeof(st_write_tensor));
+    int nshards = 1, nwritten = 0;
+    char **written = NULL;
+    const bool existed = pt_is_dir(dir);
     if (out_dtype == ST_DTYPE_COUNT) {
         pt_set_error("unsupported export dtype \"%s\" (float32, bfloat16 or float16)", dtype);
-        return -1;
+        goto done;
     }
-    real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
-    m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
-    const size_t es = out_dtype == ST_F32 ? 4 : 2;
-    // Convert into one contiguous buffer in the target dtype, before anything is written: a weight that
-    // float16 cannot hold (|w| >= 65520 becomes inf, as torch's .to(float16) silently makes it) refuses the save.
-    uint8_t *conv = pt_malloc(es * m->num_params);
-    for (int t = 0; t < m->num_tensors; t++) {
-        const qwen3_param_info *ti = &m->tensors[t];
-        for (size_t i = ti->offset; i < ti->offset + ti->numel; i++) {
-            const float v = (float)host[i];
-            if (out_dtype == ST_F32) {
-                memcpy(conv + 4 * i, &v, 4);
-                continue;
-            }
-            const uint16_t h = out_dtype == ST_BF16 ? pt_float_to_bf16(v) : pt_float_to_f16(v);
-            if (out_dtype == ST_F16 && isfinite(v) && (h & 0x7c00) == 0x7c00) {
-                pt_set_error("%s: weight %s[%zu] = %g is beyond float16's range (+-65504); save as bfloat16 or "
-                             "float32", dir, ti->name, i - ti->offset, (double)v);
-                free(conv);
-                free(host);
-                return -1;
-            }
-            memcpy(conv + 2 * i, &h, 2);
-        }
-    }
-    if (pt_mkdir_p(dir) != 0) {
-        free(conv);
-        free(host);
-        return -1;
-    }
+    if (pt_mkdir_p(dir) != 0) goto done;
     // The new weight files are written into a staging directory inside DIR and
     // renamed into place only once all of them are complete; stale files of an
-    // earlier save are removed last. A save that fails midway (ENOSPC, a crash)
-    // leaves the earlier save loadable.
-    char *stage = pt_path_join(dir, ".portatrain-save.tmpXXXXXX");
+    // earlier save are removed last. A save that fails midway (ENOSPC, a crash,
+    // a weight float16 cannot hold) leaves the earlier save loadable.
+    stage = pt_path_join(dir, ".portatrain-save.tmpXXXXXX");
     if (!mkdtemp(stage)) {
         pt_set_error("%s: cannot create staging directory: %s", dir, strerror(errno));
         free(stage);
-        free(conv);
-        free(host);
-        return -1;
+        stage = NULL;
+        goto done;
     }
-    free(host);
     // Assign tensors to shards in order.
-    int nt = m->num_tensors;
-    int *shard_of = pt_calloc(nt, sizeof(int));
-    int nshards = 1;
     uint64_t cur = 0, total = 0, total_params = 0;
     for (int i = 0; i < nt; i++) {
         uint64_t b = m->tensors[i].numel * es;
@@ -354,8 +384,6 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         total += b;
         total_params += m->tensors[i].numel;
     }
-    int rc = 0;
-    cJSON *index = NULL, *wm = NULL;
     if (nshards > 1) {
         index = cJSON_CreateObject();
         cJSON *meta = cJSON_AddObjectToObject(index, "metadata");
@@ -364,32 +392,30 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         cJSON_AddNumberToObject(meta, "total_size", (double)total);
         wm = cJSON_AddObjectToObject(index, "weight_map");
     }
-    st_write_tensor *wt = pt_calloc(nt, sizeof(st_write_tensor));
-    char **written = pt_calloc(nshards + 1, sizeof(char *));  // file names, index last
-    int nwritten = 0;
+    written = pt_calloc(nshards + 1, sizeof(char *));  // file names, index last
     const char *meta_kv[] = {"format", "pt"};
-    for (int s = 0; s < nshards && !rc; s++) {
+    rc = 0;
+    for (int s = 0, first = 0; s < nshards && !rc; s++) {
         int n = 0;
-        for (int i = 0; i < nt; i++) {
-            if (shard_of[i] != s) continue;
+        for (int i = first; i < nt && shard_of[i] == s; i++, n++) {
             const qwen3_param_info *t = &m->tensors[i];
             wt[n].name = t->name;
             wt[n].dtype = out_dtype;
             wt[n].ndim = t->ndim;
             wt[n].shape[0] = t->shape[0];
             wt[n].shape[1] = t->shape[1];
-            wt[n].data = conv + es * t->offset;
-            n++;
         }
         char fname[64];
         if (nshards == 1) snprintf(fname, sizeof fname, "model.safetensors");
         else snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", s + 1, nshards);
         char *path = pt_path_join(stage, fname);
-        rc = st_write(path, wt, n, meta_kv, 1);
+        ss.first = first;
+        rc = st_write_stream(path, wt, n, meta_kv, 1, save_tensor_bytes, &ss);
         free(path);
         written[nwritten++] = pt_strdup(fname);
         if (wm)
             for (int i = 0; i < n; i++) cJSON_AddStringToObject(wm, wt[i].name, fname);
+        first += n;
     }
     if (!rc && index) {
         char *ip = pt_path_join(stage, "model.safetensors.index.json");
@@ -408,12 +434,6 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
         free(from);
         free(to);
     }
-    remove_staging(stage);
-    free(stage);
-    cJSON_Delete(index);
-    free(wt);
-    free(shard_of);
-    free(conv);
     if (!rc) {
         char *cp = pt_path_join(dir, "config.json");
         rc = qwen3_config_save(&m->cfg, cp, out_dtype == ST_BF16 ? "bfloat16" : out_dtype == ST_F16 ? "float16" : "float32");
@@ -421,8 +441,24 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
     }
     if (!rc) rc = remove_stale_weights(dir, written, nwritten);
     if (!rc) rc = pt_fsync_dir(dir);
+done:
+    if (ss.next < nt) {
+        // The rest are fetched (and dropped) all the same: fetch may be a collective every rank takes part in.
+        char *err = pt_strdup(pt_last_error());
+        for (; ss.next < nt; ss.next++) fetch(ctx, ss.next, &m->tensors[ss.next], ss.buf);
+        pt_set_error("%s", err);
+        free(err);
+    }
+    if (stage) remove_staging(stage);
+    free(stage);
+    if (rc && !existed) rmdir(dir);  // a refused save into a new directory leaves none behind
     for (int i = 0; i < nwritten; i++) free(written[i]);
     free(written);
+    cJSON_Delete(index);
+    free(wt);
+    free(shard_of);
+    free(ss.conv);
+    free(ss.buf);
     return rc;
 }
 

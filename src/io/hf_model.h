@@ -31,6 +31,14 @@ int hf_model_check_weights(const qwen3_model *layout, const char *dir);
 // staging directory and moved into place; weight files of an earlier save
 // that this one did not write are then removed (as save_pretrained does).
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes);
+// hf_model_save with the weights supplied tensor by tensor as the files are written: fetch(ctx, i, t, out)
+// puts tensor i of layout->tensors (t, t->numel values) into out. It is called exactly once for every tensor,
+// in layout order, even when the save fails partway (the rest are fetched and dropped), so a fetch that is a
+// collective (dist/parallel.c gathers each tensor to rank 0) stays matched on every rank. The save holds one
+// tensor at a time (fp32, and in the target dtype), never the whole model. layout: only cfg and tensors are read.
+typedef int (*hf_fetch_fn)(void *ctx, int i, const qwen3_param_info *t, real_t *out);
+int hf_model_save_streamed(const qwen3_model *layout, const char *dir, const char *dtype, uint64_t max_shard_bytes,
+                           hf_fetch_fn fetch, void *ctx);
 
 // The tokenizer and generation files transformers keeps next to a model (tokenizer.json,
 // tokenizer_config.json, special_tokens_map.json, chat_template.jinja, generation_config.json,

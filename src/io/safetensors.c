@@ -361,7 +361,14 @@ int st_read_i32(const st_file *f, const st_tensor *t, int32_t *out, uint64_t cou
     return 0;
 }
 
+static const void *given_data(void *ctx, int i) { return ((const st_write_tensor *)ctx)[i].data; }
+
 int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta) {
+    return st_write_stream(path, tensors, n, meta_kv, n_meta, given_data, (void *)tensors);
+}
+
+int st_write_stream(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta,
+                    st_data_fn data, void *ctx) {
     cJSON *root = cJSON_CreateObject();
     if (n_meta > 0) {
         cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
@@ -408,7 +415,8 @@ int st_write(const char *path, const st_write_tensor *tensors, int n, const char
     for (int i = 0; i < n && !rc; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < tensors[i].ndim; d++) numel *= (uint64_t)tensors[i].shape[d];
-        rc = pt_write_all(fd, tensors[i].data, numel * st_dtype_size(tensors[i].dtype), path);
+        const void *bytes = data(ctx, i);
+        rc = bytes ? pt_write_all(fd, bytes, numel * st_dtype_size(tensors[i].dtype), path) : -1;
     }
     free(json);
     if (!rc && fsync(fd) != 0) {
