@@ -30,6 +30,29 @@ if [ -n "$cuda_line" ] && ! grep -qiE "no CUDA device|not built" <<<"$cuda_line"
 else echo "note: no CUDA device (${cuda_line:-no cuda line}): cuda-sim only"; fi
 [ -d data/demo/shards/train ] || { echo "FAIL: no demo data (bash scripts/fetch_demo_data.sh)"; exit 1; }
 
+# 0. cuBLAS is opened when a cuda backend starts, not linked: linking it made every process (the CLI, the
+#    supervisor, each CPU rank) resident at ~216 MiB before main. No libcublas in ldd; `--help` peaks under
+#    64 MiB RSS (229 MiB linked); `devices` opens it (every entry point resolved) and names its version; a
+#    PT_CUBLAS_LIBRARY that cannot be opened is named, in `devices` and in the cuda backend's error.
+if [ -n "$cuda_line" ] && ! grep -q "not built" <<<"$cuda_line"; then
+    if ldd "$B" | grep -q libcublas; then echo "FAIL: the binary links cuBLAS: $(ldd "$B" | grep libcublas)"; fail=1
+    else echo "ok: no libcublas in ldd"; fi
+    rss=$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$B" --help)
+    if [ "$rss" -lt 64 ]; then echo "ok: --help peaks at $rss MiB RSS"; else echo "FAIL: --help peaks at $rss MiB RSS"; fail=1; fi
+    if grep -qE "^cublas +cuBLAS [0-9]+\.[0-9]+\.[0-9]+ from .* \(opened when a cuda backend starts\)$" "$T/devices"
+    then echo "ok: devices opens cuBLAS: $(grep "^cublas" "$T/devices")"
+    else echo "FAIL: devices: no cuBLAS line with a version"; fail=1; fi
+    check 0 "cublas       cannot open cuBLAS (/nonexistent/libcublas.so): " -- \
+        env PT_CUBLAS_LIBRARY=/nonexistent/libcublas.so "$B" devices
+    if [[ " $BACKENDS " == *" cuda "* ]]; then
+        check 1 "backend 'cuda': cannot open cuBLAS (/nonexistent/libcublas.so)" -- env PT_CUBLAS_LIBRARY=/nonexistent/libcublas.so \
+            "$B" train --backend cuda --model "$S/tests/fixtures/golden/untied" --data "$S/tests/fixtures/golden/untied/data.bin" \
+            --output-dir "$T/nocublas" --max-steps 1 --seq-len 16 --quiet
+    fi
+fi
+
 # 1. the tiny config against cpu
 "$B" init --config configs/tiny.json --seed 42 --output-dir "$T/tiny" >/dev/null 2>&1 || { echo "FAIL: init tiny"; exit 1; }
 tiny() {  # backend outdir

@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_compat.h"
 #ifndef PT_CUDA_SIM
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #endif
 
 extern "C" {
@@ -103,6 +104,69 @@ struct cuda_state {
 };
 
 cuda_state *S(pt_backend *be) { return (cuda_state *)be->impl; }
+
+#ifndef PT_CUDA_SIM
+// cuBLAS is opened when a cuda backend starts (dlopen), not linked: a process that merely links libcublas
+// (and so libcublasLt, 540 MB) is resident at ~216 MiB before main (measured: an empty program linked with
+// -lcublas peaks at 217 MiB RSS, 1 MiB without), and every portatrain process (the CLI, the supervisor,
+// each CPU rank) paid that whether it used a GPU or not. The entry points used, by their exported names
+// (cublas_v2.h maps cublasCreate to cublasCreate_v2 and so on; cublasGemmEx is also a C++ overload there).
+static struct {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+    cublasStatus_t (*set_atomics_mode)(cublasHandle_t, cublasAtomicsMode_t);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    const char *(*status_string)(cublasStatus_t);
+    cublasStatus_t (*get_property)(libraryPropertyType, int *);
+} blas;
+static char blas_path[512], blas_error[512];
+
+#define PT_STR2(x) #x
+#define PT_STR(x) PT_STR2(x)
+// 1 when every entry point resolved (once per process); else 0 with the reason in blas_error. The library:
+// $PT_CUBLAS_LIBRARY, else the soname of the cuBLAS major version this was built against (the loader's
+// search path), else the library CMake found at build time.
+static int blas_load(void) {
+    static int state = -1;
+    if (state >= 0) return state;
+    const char *want = getenv("PT_CUBLAS_LIBRARY");
+    const char *soname = "libcublas.so." PT_STR(CUBLAS_VER_MAJOR);
+    snprintf(blas_path, sizeof blas_path, "%s", want && *want ? want : soname);
+    void *h = dlopen(blas_path, RTLD_NOW | RTLD_LOCAL);
+#ifdef PT_CUBLAS_BUILD_LIBRARY
+    if (!h && !(want && *want)) {
+        snprintf(blas_path, sizeof blas_path, "%s", PT_CUBLAS_BUILD_LIBRARY);
+        h = dlopen(blas_path, RTLD_NOW | RTLD_LOCAL);
+    }
+#endif
+    if (!h) {
+        snprintf(blas_error, sizeof blas_error, "cannot open cuBLAS (%s): %s; install cuBLAS %d or set "
+                 "PT_CUBLAS_LIBRARY to its path", want && *want ? want : soname, dlerror(), CUBLAS_VER_MAJOR);
+        return state = 0;
+    }
+    const struct { void **fn; const char *name; } entry[] = {
+        {(void **)&blas.create, "cublasCreate_v2"},
+        {(void **)&blas.destroy, "cublasDestroy_v2"},
+        {(void **)&blas.set_stream, "cublasSetStream_v2"},
+        {(void **)&blas.set_workspace, "cublasSetWorkspace_v2"},
+        {(void **)&blas.set_atomics_mode, "cublasSetAtomicsMode"},
+        {(void **)&blas.gemm_ex, "cublasGemmEx"},
+        {(void **)&blas.status_string, "cublasGetStatusString"},
+        {(void **)&blas.get_property, "cublasGetProperty"},
+    };
+    for (size_t i = 0; i < PT_ARRAY_LEN(entry); i++)
+        if (!(*entry[i].fn = dlsym(h, entry[i].name))) {
+            snprintf(blas_error, sizeof blas_error, "%s lacks %s (not cuBLAS %d?)", blas_path, entry[i].name,
+                     CUBLAS_VER_MAJOR);
+            return state = 0;
+        }
+    return state = 1;
+}
+#endif
 
 // A failing CUDA call inside a kernel wrapper (which returns void) cannot be
 // reported to the caller: one line naming the call, and exit.
@@ -739,10 +803,10 @@ void gemm(pt_backend *be, bool ta, bool tb, int m, int n, int k, const void *A, 
 #else
     const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t ct = !bf16 && be->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    cublasStatus_t st = cublasGemmEx(S(be)->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m,
+    cublasStatus_t st = blas.gemm_ex(S(be)->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m,
                                      n, k, &alpha, A, in, lda, B, in, ldb, &beta, C, CUDA_R_32F, ldc, ct,
                                      CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) fail("cublasGemmEx", cublasGetStatusString(st));
+    if (st != CUBLAS_STATUS_SUCCESS) fail("cublasGemmEx", blas.status_string(st));
 #endif
 }
 
@@ -1164,7 +1228,7 @@ void cu_destroy(pt_backend *be) {
                          &s->total, &s->rowdot, &s->rms_part, &s->bounce, &s->emb_rows};
         for (size_t i = 0; i < PT_ARRAY_LEN(sc); i++) free_scratch(sc[i]);
 #ifndef PT_CUDA_SIM
-        if (s->blas) cublasDestroy(s->blas);
+        if (s->blas) blas.destroy(s->blas);
         if (s->blas_ws) cudaFree(s->blas_ws);
 #endif
         if (s->stream) cudaStreamDestroy(s->stream);
@@ -1255,14 +1319,19 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
         return NULL;
     }
 #ifndef PT_CUDA_SIM
-    cublasStatus_t st = cublasCreate(&s->blas);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(s->blas, s->stream);
+    if (!blas_load()) {
+        pt_set_error("backend '%s': %s", PT_CUDA_NAME, blas_error);
+        cu_destroy(be);
+        return NULL;
+    }
+    cublasStatus_t st = blas.create(&s->blas);
+    if (st == CUBLAS_STATUS_SUCCESS) st = blas.set_stream(s->blas, s->stream);
     if (st == CUBLAS_STATUS_SUCCESS && cudaMalloc(&s->blas_ws, BLAS_WORKSPACE) != cudaSuccess)
         st = CUBLAS_STATUS_ALLOC_FAILED;
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(s->blas, s->blas_ws, BLAS_WORKSPACE);
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetAtomicsMode(s->blas, CUBLAS_ATOMICS_NOT_ALLOWED);
+    if (st == CUBLAS_STATUS_SUCCESS) st = blas.set_workspace(s->blas, s->blas_ws, BLAS_WORKSPACE);
+    if (st == CUBLAS_STATUS_SUCCESS) st = blas.set_atomics_mode(s->blas, CUBLAS_ATOMICS_NOT_ALLOWED);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        pt_set_error("backend '%s': device %d: cuBLAS: %s", PT_CUDA_NAME, dev, cublasGetStatusString(st));
+        pt_set_error("backend '%s': device %d: cuBLAS: %s", PT_CUDA_NAME, dev, blas.status_string(st));
         cu_destroy(be);
         return NULL;
     }
@@ -1319,13 +1388,32 @@ extern "C" int PT_CUDA_PROBE(void) {
     return -1;
 }
 
-// `portatrain devices`: one line per device, or why there is none.
+// `portatrain devices`' cuBLAS line (the cuda backend's): the library a cuda backend opens, its version, or
+// why it cannot be opened. Opening it here costs this listing cuBLAS's resident memory; nothing else does.
+static void print_blas(FILE *f) {
+#ifndef PT_CUDA_SIM
+    int v[3] = {0, 0, 0};
+    if (!blas_load()) {
+        fprintf(f, "%-12s %s\n", "cublas", blas_error);
+        return;
+    }
+    const libraryPropertyType k[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    for (int i = 0; i < 3; i++) blas.get_property(k[i], &v[i]);
+    fprintf(f, "%-12s cuBLAS %d.%d.%d from %s (opened when a cuda backend starts)\n", "cublas", v[0], v[1], v[2],
+            blas_path);
+#else
+    (void)f;
+#endif
+}
+
+// `portatrain devices`: one line per device, or why there is none; then cuBLAS's.
 extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         fprintf(f, "%-12s no CUDA device: %s\n", PT_CUDA_NAME,
                 e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+        print_blas(f);
         return 0;
     }
     for (int d = 0; d < count; d++) {
@@ -1339,5 +1427,6 @@ extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f) {
         describe(desc, sizeof desc, prop);
         fprintf(f, "%-12s %s\n", name, desc);
     }
+    print_blas(f);
     return count;
 }
