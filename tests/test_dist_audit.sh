@@ -11,10 +11,11 @@
 #  - a distributed metrics.jsonl record has every field of the single process's, with the same global
 #    values (tokens counted once), and the output dir holds the same files (only rank 0 writes them;
 #    each rank its own heartbeat);
-#  - start-up memory: a rank streams the weights into its shards and never holds the whole model (peak RSS of
-#    FSDP2 and TP2 ranks on a 241 MiB model, over the same layout's on the 0.1 MB fixture: state +
-#    activations + about one tensor), and topo says so; the streamed load keeps the frozen hashes and the
-#    tied lm_head checks;
+#  - start-up memory: a rank streams the weights into its shards a block of rows at a time and never holds
+#    the whole model (peak RSS of FSDP2 and TP2 ranks on a 241 MiB model, over the same layout's on the
+#    0.1 MB fixture: state + activations + about one block), nor a whole embedding (a 128 MiB one under
+#    4 MiB blocks), and topo says so; the streamed load keeps the frozen hashes, the tied lm_head checks and
+#    the first loss whatever the block size (1000-byte blocks: 2-3 rows, across every shard boundary);
 #  - the final HF save streams too: rank 0 gathers and writes one tensor at a time, never the whole model
 #    (its lifetime peak RSS over the training peak: about two copies of the largest tensor, as topo says), and
 #    writes bitwise what `export` writes from the run's last checkpoint (FSDP2, TP2, TP2 x FSDP2, tied, untied);
@@ -188,9 +189,10 @@ with open("%s.%s" % (sys.argv[1], os.environ.get("OMPI_COMM_WORLD_RANK", "0")), 
     f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
 sys.exit(rc)
 PY
-rss_run() { # name model layout...
+rss_run() { # name model layout...  ($PT_LOAD_BLOCK_BYTES, when set, reaches the ranks)
   local name=$1 model=$2; shift 2
-  "${MPIRUN[@]}" -np 2 python3 "$T/maxrss.py" "$T/maxrss_$name" "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
+  local fwd=(); [ -n "${PT_LOAD_BLOCK_BYTES:-}" ] && fwd=(-x PT_LOAD_BLOCK_BYTES)
+  "${MPIRUN[@]}" "${fwd[@]}" -np 2 python3 "$T/maxrss.py" "$T/maxrss_$name" "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
     --max-steps 1 --seq-len 16 --per-device-train-batch-size 4 --quiet "$@" >"$T/out" 2>&1 \
     || { echo "FAIL: rss run $name"; cat "$T/out"; fail=1; }
 }
@@ -234,6 +236,42 @@ PY
 fi
 jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['final_save_buffers_rank0'] == 2 * 4 * 2048 * 512" \
   "topo reports the final save's buffers on rank 0 (the largest tensor twice, not the model)"
+# a 128 MiB embedding (and lm_head: vocabulary 65536 x 512, untied) streamed in 4 MiB blocks under FSDP2: the
+# start-up peak grows by about one block, not one embedding (loading it whole: +247 MiB, 215 over the bound).
+# The lower of the two ranks' peaks: the first step's reduce-scatter of the embedding's 128 MiB gradient
+# costs OpenMPI's default algorithm (reduce to rank 0, then scatter) a temporary of it on rank 0 alone
+# (the others, e.g. coll_tuned_reduce_scatter_block_algorithm 2 or 3, one on every rank), which is MPI's
+# and the step's, not the start-up's.
+python3 - "$T/big.json" "$T/wide.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(vocab_size=65536, num_hidden_layers=2, layer_types=["full_attention"] * 2)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+PT_LOAD_BLOCK_BYTES=4194304 "$PORTATRAIN" topo --world 2 --fsdp 2 --config "$T/wide.json" --seq-len 16 \
+  --per-device-train-batch-size 4 --json >"$T/topo_wide.json"
+jcheck "$T/topo_wide.json" "r['memory_bytes_per_rank']['startup_load_buffers'] == 4 * 2048 * 512" \
+  "topo: the start-up buffer is one 4 MiB block of the 65536-row embedding"
+if [ -z "${PT_SANITIZED:-}" ]; then
+  "$PORTATRAIN" init --config "$T/wide.json" --seed 1 --output-dir "$T/init_wide" >/dev/null 2>&1
+  PT_LOAD_BLOCK_BYTES=4194304 rss_run wide_fsdp wide --fsdp 2
+  if python3 - "$T/rss_base_fsdp/metrics.jsonl" "$T/rss_wide_fsdp/metrics.jsonl" \
+     "$(stat -c %s "$T/init_wide/model.safetensors")" "$T/topo_wide.json" <<'PY'
+import json, sys
+base = json.loads(open(sys.argv[1]).readline())
+run = json.loads(open(sys.argv[2]).readline())
+model = int(sys.argv[3]) / 2**20
+load = json.load(open(sys.argv[4]))["memory_bytes_per_rank"]["startup_load_buffers"] / 2**20
+grown = min(run["peak_rss_mib_per_rank"]) - max(base["peak_rss_mib_per_rank"])
+state = (run["state_bytes_per_rank"] + run["activation_bytes"]) / 2**20
+bound = state + load + 0.1 * model
+print("fsdp 2, 65536 x 512 embedding, 4 MiB blocks: peak RSS over the fixture's %.1f MiB = state + activations "
+      "%.1f + %.1f; bound %.1f MiB (+ one block %.1f + 10%% of the %.1f MiB model)" % (grown, state, grown - state,
+      bound, load, model))
+sys.exit(0 if grown <= bound else 1)
+PY
+  then echo "ok: start-up memory, a block of the embedding at a time"; else echo "FAIL: start-up memory, wide embedding"; fail=1; fi
+fi
 
 # 5b. the streamed load keeps every check and the frozen hashes: the initial-weights and config sha256 of a
 # checkpoint are the single process's under FSDP2 and TP2 (each rank hashes the tensors as they stream by); a
@@ -248,6 +286,7 @@ same_as_export() { # run-dir step what
   then echo "ok: $3: the final model is bitwise the export of checkpoint-$2"
   else echo "FAIL: $3: the final model differs from the export of checkpoint-$2"; cat "$T/out"; fail=1; fi
 }
+loss1() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['loss'])" "$1/metrics.jsonl"; }
 hashes() { python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['state']['manifest']; print(m['config_sha256'], m['initial_weights_sha256'])" "$1/checkpoint-1/checkpoint.json"; }
 hrun=(train --data "$data" --max-steps 1 --seq-len 16 --per-device-train-batch-size 2 --save-steps 1 --quiet)
 for kind in untied tied; do
@@ -259,9 +298,16 @@ for kind in untied tied; do
       echo "ok: $lay 2, $kind: the config and initial-weights sha256 are the single process's"
     else echo "FAIL: $lay 2, $kind: hashes $(hashes "$T/h_${lay}_$kind") vs $(hashes "$T/h1_$kind")"; fail=1; fi
     same_as_export "$T/h_${lay}_$kind" 1 "$lay 2, $kind"
+    # 1000-byte blocks (2-3 rows; FSDP's and TP's row splits fall inside blocks): the same hashes and loss
+    PT_LOAD_BLOCK_BYTES=1000 "${MPIRUN[@]}" -x PT_LOAD_BLOCK_BYTES -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/init_$kind" \
+      --output-dir "$T/hb_${lay}_$kind" "--$lay" 2 >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
+    if [ "$(hashes "$T/hb_${lay}_$kind")" = "$(hashes "$T/h1_$kind")" ] && [ -n "$(loss1 "$T/hb_${lay}_$kind")" ] \
+       && [ "$(loss1 "$T/hb_${lay}_$kind")" = "$(loss1 "$T/h_${lay}_$kind")" ]
+    then echo "ok: $lay 2, $kind, 1000-byte load blocks: the same hashes and first loss ($(loss1 "$T/hb_${lay}_$kind"))"
+    else echo "FAIL: $lay 2, $kind, 1000-byte blocks: loss $(loss1 "$T/hb_${lay}_$kind") vs $(loss1 "$T/h_${lay}_$kind")"; fail=1; fi
   done
 done
-for v in ne lmonly; do
+for v in ne nelast lmonly; do
   mkdir -p "$T/tied_$v"; cp "$T/init_tied/config.json" "$T/tied_$v/"
   python3 - "$T/init_tied/model.safetensors" "$T/tied_$v/model.safetensors" "$v" <<'PY'
 import json, struct, sys
@@ -272,7 +318,7 @@ if sys.argv[3] == "lmonly":
     hdr["lm_head.weight"] = hdr.pop("model.embed_tokens.weight")
 else:
     e = hdr["model.embed_tokens.weight"]; b, en = e["data_offsets"]
-    lm = bytearray(data[b:en]); lm[5] ^= 0x01
+    lm = bytearray(data[b:en]); lm[5 if sys.argv[3] == "ne" else -3] ^= 0x01
     hdr["lm_head.weight"] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(data), len(data) + len(lm)]}
     data += bytes(lm)
 h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
@@ -281,9 +327,12 @@ PY
 done
 check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true" -- \
   "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_ne" --output-dir "$T/h_ne" --fsdp 2
+# the same in 1000-byte blocks, the differing value in the last one
+check 1 "portatrain: error: $T/tied_nelast/model.safetensors: lm_head.weight differs from model.embed_tokens.weight" -- \
+  env PT_LOAD_BLOCK_BYTES=1000 "${MPIRUN[@]}" -x PT_LOAD_BLOCK_BYTES -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_nelast" \
+  --output-dir "$T/h_nelast" --fsdp 2
 "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_lmonly" --output-dir "$T/h_lmonly" --fsdp 2 \
   >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
-loss1() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['loss'])" "$1/metrics.jsonl"; }
 if [ "$(loss1 "$T/h_lmonly")" = "$(loss1 "$T/h_fsdp_tied")" ] && [ "$(hashes "$T/h_lmonly")" = "$(hashes "$T/h_fsdp_tied")" ]
 then echo "ok: fsdp 2, tied, only lm_head.weight stored: the same loss and hashes"
 else echo "FAIL: fsdp 2, tied lm_head only: loss $(loss1 "$T/h_lmonly") vs $(loss1 "$T/h_fsdp_tied")"; fail=1; fi

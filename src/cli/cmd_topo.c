@@ -4,6 +4,7 @@
 #include "backend/backend.h"
 #include "cli/cli.h"
 #include "dist/mesh.h"
+#include "io/hf_model.h"
 #include "model/qwen3.h"
 #include "util/common.h"
 #include "util/fileio.h"
@@ -233,10 +234,11 @@ int cmd_topo(int argc, char **argv) {
         ac_policy, ac_every);
     const bool device_memory = !be->host_memory;
     pt_backend_destroy(be);
-    // Start-up: every rank streams the HF weights tensor by tensor into its shards (hf_model_stream_weights,
-    // pt_parallel_load_tensor): one fp32 buffer of the largest tensor, a second one of the embedding while a
-    // tied lm_head.weight is compared with it, and on a device backend a host copy of the rank's parameter
-    // shard (uploaded once), beside the parameter state. Never the whole model.
+    // Start-up: every rank streams the HF weights a block of rows at a time into its shards
+    // (hf_model_stream_weights, pt_parallel_load_tensor): one fp32 buffer of the largest block (64 MiB or
+    // $PT_LOAD_BLOCK_BYTES, or the largest tensor if smaller), a second one of the embedding's while a tied
+    // lm_head.weight is compared with it, and on a device backend a host copy of the rank's parameter shard
+    // (uploaded once), beside the parameter state. Never the whole model, nor a whole embedding.
     // The final HF save streams too (pt_parallel_save_hf): rank 0 holds the largest tensor whole in fp32 and
     // the gather's receive buffer of it; every rank sends its part of one tensor at a time.
     double load_b = 0, save_b = 0;
@@ -244,11 +246,10 @@ int cmd_topo(int argc, char **argv) {
         pt_backend *ref = pt_backend_cpu_ref_create();  // layout only: nothing is allocated
         qwen3_model fm;
         if (qwen3_create_layout(&fm, &cfg, ref) == 0) {
-            const double big = (double)qwen3_largest_tensor_numel(&fm);
-            load_b = 4.0 * big;
-            if (cfg.tie_word_embeddings)  // the embedding
-                load_b += 4.0 * (double)qwen3_find_tensor(&fm, "model.embed_tokens.weight")->numel;
-            save_b = 2 * 4.0 * big;
+            load_b = 4.0 * (double)hf_load_block_numel(&fm, NULL);
+            if (cfg.tie_word_embeddings)  // the embedding's block, again
+                load_b += 4.0 * (double)hf_load_block_numel(&fm, "model.embed_tokens.weight");
+            save_b = 2 * 4.0 * (double)qwen3_largest_tensor_numel(&fm);
             if (device_memory) load_b += 4.0 * (double)plan.shard_numel;
             qwen3_free(&fm);
         }
@@ -343,8 +344,8 @@ int cmd_topo(int argc, char **argv) {
                "(batch %d x %d tokens, backend %s, activation checkpointing %s)\n", human(state_b, b1),
                mesh.fsdp > 1 ? " + FSDP working slots" : "", human(act_b, b2), B, S, backend, ac ? ac : "none");
         printf("  at start-up each rank also holds %s while it streams the HF weights into its shards (the largest "
-               "tensor in fp32%s%s), beside its parameter state\n", human(load_b, b1),
-               cfg.tie_word_embeddings ? ", the embedding again for the tied lm_head check" : "",
+               "block of rows in fp32%s%s), beside its parameter state\n", human(load_b, b1),
+               cfg.tie_word_embeddings ? ", the embedding's again for the tied lm_head check" : "",
                device_memory ? ", a host copy of its parameter shard" : "");
         printf("  for the final HF model rank 0 also holds %s (the largest tensor in fp32, twice: as gathered and "
                "as written)\n", human(save_b, b1));

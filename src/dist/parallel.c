@@ -401,19 +401,21 @@ void pt_parallel_free(pt_parallel *P) {
 
 // ---------------------------------------------------------------- weights in
 
-// out[box] = full[global tensor] (row-major, host)
-static void box_from_full(const float *full, const pt_plan_tensor *t, float *out) {
+// out[box] = the box's part of global rows [row0, row0 + nrows) (row-major, host): the rows both hold
+static void box_from_rows(const float *rows, int64_t row0, int64_t nrows, const pt_plan_tensor *t, float *out) {
     const int64_t gc = t->gshape[1];
-    for (int64_t r = 0; r < t->sshape[0]; r++)
-        memcpy(out + (size_t)r * t->sshape[1], full + (size_t)(t->soff[0] + r) * gc + t->soff[1],
+    const int64_t r0 = PT_MAX(row0, t->soff[0]), r1 = PT_MIN(row0 + nrows, t->soff[0] + t->sshape[0]);
+    for (int64_t r = r0; r < r1; r++)
+        memcpy(out + (size_t)(r - t->soff[0]) * t->sshape[1], rows + (size_t)(r - row0) * gc + t->soff[1],
                sizeof(float) * (size_t)t->sshape[1]);
 }
 
-int pt_parallel_load_tensor(pt_parallel *P, const char *name, const float *full) {
-    // tensors come in the layout's order: look at the one after the last first
+int pt_parallel_load_tensor(pt_parallel *P, const char *name, int64_t row0, int64_t nrows, const float *rows) {
+    // tensors come in the layout's order, a block of rows at a time: the one of the last block first, then
+    // the ones after it
     const pt_plan_tensor *t = NULL;
-    for (int k = 0; k < P->plan.nt && !t; k++) {
-        const int i = (P->load_next + k) % P->plan.nt;
+    for (int k = 0; k <= P->plan.nt && !t; k++) {
+        const int i = (P->load_next - 1 + k + P->plan.nt) % P->plan.nt;
         if (!strcmp(P->plan.t[i].name, name)) {
             t = &P->plan.t[i];
             P->load_next = i + 1;
@@ -430,7 +432,7 @@ int pt_parallel_load_tensor(pt_parallel *P, const char *name, const float *full)
         if (!P->load_stage) P->load_stage = pt_calloc(P->plan.shard_numel, sizeof(float));
         shard = P->load_stage;
     }
-    box_from_full(full, t, shard + t->shard_offset);
+    box_from_rows(rows, row0, nrows, t, shard + t->shard_offset);
     return 0;
 }
 

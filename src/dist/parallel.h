@@ -41,10 +41,11 @@ const pt_plan *pt_parallel_plan(const pt_parallel *P);
 // Bytes of parameters + gradients + moments + working slots this rank holds.
 size_t pt_parallel_state_bytes(const pt_parallel *P);
 
-// Start-up, one global tensor at a time (hf_model_stream_weights): keeps this rank's shard of tensor `name`
-// (HF name; `full`: its global fp32 values, row-major, host memory), so no rank ever holds the whole model;
-// -1 + error for a name the model lacks. Then pt_parallel_load_done, once every tensor has passed.
-int pt_parallel_load_tensor(pt_parallel *P, const char *name, const float *full);
+// Start-up, a block of rows of one global tensor at a time (hf_model_stream_weights): keeps this rank's part
+// of rows [row0, row0 + nrows) of tensor `name` (HF name; `rows`: those global fp32 rows, row-major, host
+// memory), so no rank ever holds the whole model, nor a whole tensor; -1 + error for a name the model lacks.
+// Then pt_parallel_load_done, once every tensor has passed.
+int pt_parallel_load_tensor(pt_parallel *P, const char *name, int64_t row0, int64_t nrows, const float *rows);
 void pt_parallel_load_done(pt_parallel *P);
 
 void pt_parallel_zero_grads(pt_parallel *P);

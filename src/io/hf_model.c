@@ -99,27 +99,58 @@ static const st_tensor *shards_find(const shard_set *s, const char *name, const 
     return NULL;
 }
 
-// Reads tensor t of f as fp32 (real_t) and drops its mapped pages again.
-static int read_tensor(const st_file *f, const st_tensor *t, real_t *out, size_t n) {
+// Reads elements [first, first + n) of tensor t of f as fp32 (real_t) and drops their mapped pages again.
+static int read_range(const st_file *f, const st_tensor *t, uint64_t first, size_t n, real_t *out) {
 #ifdef PT_REAL_DOUBLE
-    const int rc = st_read_double(f, t, out, n);
+    const int rc = st_read_double_range(f, t, first, n, out);
 #else
-    const int rc = st_read_float(f, t, out, n);
+    const int rc = st_read_float_range(f, t, first, n, out);
 #endif
-    st_release(f, t);
+    st_release_range(f, t, first, n);
     return rc;
+}
+
+#define LOAD_BLOCK_BYTES_DEFAULT ((size_t)64 << 20)
+
+// The bytes of one streamed block: $PT_LOAD_BLOCK_BYTES, else 64 MiB.
+static size_t load_block_bytes(void) {
+    const char *e = getenv("PT_LOAD_BLOCK_BYTES");
+    const long long v = e && *e ? atoll(e) : 0;
+    return v > 0 ? (size_t)v : LOAD_BLOCK_BYTES_DEFAULT;
+}
+
+// Rows of tensor t per streamed block: whole rows, at least one, within the block bytes.
+static int64_t block_rows(const qwen3_param_info *t, size_t block_bytes) {
+    const int64_t cols = t->ndim == 2 ? t->shape[1] : 1;
+    return PT_MAX((int64_t)1, PT_MIN(t->shape[0], (int64_t)(block_bytes / (sizeof(real_t) * (size_t)cols))));
+}
+
+// The largest block of tensor `name` (NULL: of any tensor), in elements, for blocks of block_bytes.
+static size_t max_block_numel(const qwen3_model *layout, const char *name, size_t bb) {
+    size_t n = 1;
+    for (int i = 0; i < layout->num_tensors; i++) {
+        const qwen3_param_info *t = &layout->tensors[i];
+        if (name && strcmp(t->name, name)) continue;
+        n = PT_MAX(n, (size_t)block_rows(t, bb) * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
+    }
+    return n;
+}
+
+size_t hf_load_block_numel(const qwen3_model *layout, const char *name) {
+    return max_block_numel(layout, name, load_block_bytes());
 }
 
 // The weights of DIR in the order of m->tensors, with every check of a load: each tensor is looked up in the
 // shard set (tied: the embedding may be stored only as lm_head.weight), its shape checked against the config,
-// read in fp32 into `into` + its offset (a host buffer of m->num_params) or, without `into`, into one buffer
-// of the largest tensor, reused, and handed to fn. read 0: names and shapes only (no data read, fn not called).
+// read in fp32 into `into` + its offset (a host buffer of m->num_params) or, without `into`, in blocks of
+// whole rows (hf_load_block_numel) into one buffer, reused, each block handed to fn. read 0: names and
+// shapes only (no data read, fn not called).
 static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor_fn fn, void *ctx, int read) {
     shard_set s;
     if (shards_open(&s, dir) != 0) return -1;
     int rc = -1;
-    const size_t maxn = qwen3_largest_tensor_numel(m);
-    real_t *buf = read && !into ? pt_malloc(sizeof(real_t) * maxn) : NULL;
+    const size_t bb = into ? SIZE_MAX : load_block_bytes();
+    real_t *buf = read && !into ? pt_malloc(sizeof(real_t) * max_block_numel(m, NULL, bb)) : NULL, *lm = NULL;
     const st_file *tied_differs = NULL;  // the file whose lm_head.weight differs from the tied embedding
     for (int i = 0; i < m->num_tensors; i++) {
         const qwen3_param_info *pi = &m->tensors[i];
@@ -144,27 +175,32 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
             goto done;
         }
         if (!read) continue;
-        real_t *data = into ? into + pi->offset : buf;
-        if (read_tensor(f, t, data, pi->numel) != 0) goto done;
         // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to the embedding). One that
         // differs would be silently dropped by tying (transformers warns and unties), so it is refused (once
-        // every tensor has been read, as before the load streamed); compared while the embedding is at hand.
+        // every tensor has been read, as before the load streamed); compared block by block with the embedding.
+        const st_file *lf = NULL;
+        const st_tensor *lt = NULL;
         if (m->cfg.tie_word_embeddings && !strcmp(pi->name, "model.embed_tokens.weight")) {
-            const st_file *lf = NULL;
-            const st_tensor *lt = shards_find(&s, "lm_head.weight", &lf);
-            if (lt) {
-                int same = lt->ndim == 2 && lt->shape[0] == pi->shape[0] && lt->shape[1] == pi->shape[1];
-                if (same) {
-                    real_t *lm = pt_malloc(sizeof(real_t) * pi->numel);
-                    const int rrc = read_tensor(lf, lt, lm, pi->numel);
-                    same = rrc == 0 && !memcmp(lm, data, sizeof(real_t) * pi->numel);
-                    free(lm);
-                    if (rrc) goto done;
-                }
-                if (!same) tied_differs = lf;
+            lt = shards_find(&s, "lm_head.weight", &lf);
+            if (lt == t) lt = NULL;  // the embedding stored only as lm_head.weight
+            if (lt && !(lt->ndim == 2 && lt->shape[0] == pi->shape[0] && lt->shape[1] == pi->shape[1])) {
+                tied_differs = lf;
+                lt = NULL;
             }
         }
-        if (fn && fn(ctx, pi, data) != 0) goto done;
+        const int64_t rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1, per = block_rows(pi, bb);
+        for (int64_t r0 = 0; r0 < rows; r0 += per) {
+            const int64_t nr = PT_MIN(per, rows - r0);
+            const size_t n = (size_t)(nr * cols), first = (size_t)(r0 * cols);
+            real_t *data = into ? into + pi->offset + first : buf;
+            if (read_range(f, t, first, n, data) != 0) goto done;
+            if (lt && tied_differs != lf) {
+                if (!lm) lm = pt_malloc(sizeof(real_t) * max_block_numel(m, pi->name, bb));
+                if (read_range(lf, lt, first, n, lm) != 0) goto done;
+                if (memcmp(lm, data, sizeof(real_t) * n)) tied_differs = lf;
+            }
+            if (fn && fn(ctx, pi, r0, nr, data) != 0) goto done;
+        }
     }
     if (tied_differs) {
         pt_set_error("%s: lm_head.weight differs from model.embed_tokens.weight but config.json has "
@@ -181,6 +217,7 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
         }
     rc = 0;
 done:
+    free(lm);
     free(buf);
     shards_close(&s);
     return rc;
@@ -294,8 +331,8 @@ typedef struct {
     void *ctx;
     int first;      // the layout index of the file's first tensor (a file holds consecutive tensors)
     int next;       // the next tensor to fetch, in layout order
-    real_t *buf;    // the largest tensor in fp32
-    uint8_t *conv;  // ... in the target dtype (NULL when that is buf's own layout)
+    real_t *buf;    // the largest tensor in fp32 (NULL: no fetch, the parameters are read in place)
+    uint8_t *conv;  // ... in the target dtype (NULL when that is the fp32 values' own layout)
 } save_stream;
 
 static const void *save_tensor_bytes(void *vctx, int i) {
@@ -303,10 +340,14 @@ static const void *save_tensor_bytes(void *vctx, int i) {
     const int k = ss->first + i;
     const qwen3_param_info *ti = &ss->m->tensors[k];
     ss->next = k + 1;
-    if (ss->fetch(ss->ctx, k, ti, ss->buf) != 0) return NULL;
-    if (!ss->conv) return ss->buf;
+    const real_t *src = ss->m->params + ti->offset;
+    if (ss->fetch) {
+        if (ss->fetch(ss->ctx, k, ti, ss->buf) != 0) return NULL;
+        src = ss->buf;
+    }
+    if (!ss->conv) return src;
     for (size_t j = 0; j < ti->numel; j++) {
-        const float v = (float)ss->buf[j];
+        const float v = (float)src[j];
         if (ss->dtype == ST_F32) {
             memcpy(ss->conv + 4 * j, &v, 4);
             continue;
@@ -332,7 +373,9 @@ static int fetch_from_model(void *ctx, int i, const qwen3_param_info *t, real_t 
 }
 
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes) {
-    return hf_model_save_streamed(m, dir, dtype, max_shard_bytes, fetch_from_model, (void *)m);
+    // host memory: the parameters are written (or converted) in place, without a copy of the largest tensor
+    return hf_model_save_streamed(m, dir, dtype, max_shard_bytes, m->be->host_memory ? NULL : fetch_from_model,
+                                  (void *)m);
 }
 
 int hf_model_save_streamed(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes,
@@ -345,7 +388,7 @@ int hf_model_save_streamed(const qwen3_model *m, const char *dir, const char *dt
     const size_t maxn = qwen3_largest_tensor_numel(m);
     const size_t es = out_dtype == ST_F32 ? 4 : 2;
     save_stream ss = {.m = m, .dir = dir, .dtype = out_dtype, .fetch = fetch, .ctx = ctx,
-                      .buf = pt_malloc(sizeof(real_t) * maxn)};
+                      .buf = fetch ? pt_malloc(sizeof(real_t) * maxn) : NULL};
     if (out_dtype != ST_F32 || sizeof(real_t) != 4) ss.conv = pt_malloc(es * maxn);
     int rc = -1;
     char *stage = NULL;
@@ -445,7 +488,7 @@ done:
     if (ss.next < nt) {
         // The rest are fetched (and dropped) all the same: fetch may be a collective every rank takes part in.
         char *err = pt_strdup(pt_last_error());
-        for (; ss.next < nt; ss.next++) fetch(ctx, ss.next, &m->tensors[ss.next], ss.buf);
+        for (; ss.next < nt && fetch; ss.next++) fetch(ctx, ss.next, &m->tensors[ss.next], ss.buf);
         pt_set_error("%s", err);
         free(err);
     }

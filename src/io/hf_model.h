@@ -14,15 +14,19 @@ int hf_model_load_weights(qwen3_model *m, const char *dir);
 // DIR/config.json alone (hf_model_load's first step: the directory must exist).
 int hf_model_load_config(qwen3_config *cfg, const char *dir);
 
-// The weights of a model dir one tensor at a time, with every check of hf_model_load_weights (the same
+// The weights of a model dir a block of rows at a time, with every check of hf_model_load_weights (the same
 // errors): for each tensor of layout->tensors, in that order (a model from qwen3_create or
-// qwen3_create_layout; only its cfg and tensors are read), its fp32 values are read into one buffer the size
-// of the largest tensor, reused, and passed to fn (a non-zero return, with the error set, stops the load and
-// is returned). The file's mapped pages are dropped tensor by tensor, so a load holds about one tensor (two
-// while a tied lm_head.weight is compared with the embedding), never the whole model: a parallel runtime
-// keeps its shard of each tensor (dist/parallel.h) and hashes them as they pass.
-typedef int (*hf_tensor_fn)(void *ctx, const qwen3_param_info *t, const real_t *data);
+// qwen3_create_layout; only its cfg and tensors are read), its rows are read in fp32, in blocks of whole
+// rows of at most $PT_LOAD_BLOCK_BYTES (default 64 MiB; at least one row), into one buffer, reused; fn gets
+// rows [row0, row0 + nrows) of t (1-D tensors: elements) in order (a non-zero return, with the error set,
+// stops the load and is returned). The file's mapped pages are dropped block by block, so a load holds
+// about one block (two while a tied lm_head.weight is compared with the embedding), never the whole model
+// nor a whole 151936-row embedding: a parallel runtime keeps its shard of each block (dist/parallel.h) and
+// hashes the blocks as they pass (their bytes in order are the tensor's).
+typedef int (*hf_tensor_fn)(void *ctx, const qwen3_param_info *t, int64_t row0, int64_t nrows, const real_t *data);
 int hf_model_stream_weights(const qwen3_model *layout, const char *dir, hf_tensor_fn fn, void *ctx);
+// The elements of the largest block hf_model_stream_weights holds for tensor `name` (NULL: any tensor).
+size_t hf_load_block_numel(const qwen3_model *layout, const char *name);
 // The checks that need no tensor data (every tensor present, its shape the config's), as the load makes them.
 int hf_model_check_weights(const qwen3_model *layout, const char *dir);
 // Writes DIR/config.json and the weights (dtype "float32" or "bfloat16"),
@@ -36,6 +40,7 @@ int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint
 // in layout order, even when the save fails partway (the rest are fetched and dropped), so a fetch that is a
 // collective (dist/parallel.c gathers each tensor to rank 0) stays matched on every rank. The save holds one
 // tensor at a time (fp32, and in the target dtype), never the whole model. layout: only cfg and tensors are read.
+// fetch NULL: layout->params are host memory (be->host_memory), written or converted in place.
 typedef int (*hf_fetch_fn)(void *ctx, int i, const qwen3_param_info *t, real_t *out);
 int hf_model_save_streamed(const qwen3_model *layout, const char *dir, const char *dtype, uint64_t max_shard_bytes,
                            hf_fetch_fn fetch, void *ctx);

@@ -220,14 +220,22 @@ int st_open(st_file *f, const char *path) {
     return 0;
 }
 
-void st_release(const st_file *f, const st_tensor *t) {
-    if (!f->mapped || t->end <= t->begin) return;
+// Drops the mapped pages of bytes [begin, end) of the data section.
+static void release_bytes(const st_file *f, uint64_t begin, uint64_t end) {
+    if (!f->mapped || end <= begin) return;
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->map;
     // whole pages, rounded outwards: a clean private read-only mapping loses nothing (a neighbour's page
     // is read from the file again when touched)
-    const uintptr_t a = (base + f->data_start + t->begin) & ~(pg - 1);
-    const uintptr_t e = PT_MIN((base + f->data_start + t->end + pg - 1) & ~(pg - 1), (base + f->size + pg - 1) & ~(pg - 1));
+    const uintptr_t a = (base + f->data_start + begin) & ~(pg - 1);
+    const uintptr_t e = PT_MIN((base + f->data_start + end + pg - 1) & ~(pg - 1), (base + f->size + pg - 1) & ~(pg - 1));
     if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+void st_release(const st_file *f, const st_tensor *t) { release_bytes(f, t->begin, t->end); }
+
+void st_release_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count) {
+    const uint64_t es = st_dtype_size(t->dtype);
+    release_bytes(f, t->begin + first * es, PT_MIN(t->end, t->begin + (first + count) * es));
 }
 
 void st_close(st_file *f) {
@@ -299,9 +307,22 @@ uint16_t pt_float_to_f16(float f) {
         return -1;                                                                                            \
     }
 
+#define CHECK_RANGE(t, first, count)                                                                           \
+    if ((first) > (t)->numel || (count) > (t)->numel - (first)) {                                               \
+        pt_set_error("%s: tensor \"%s\" has %llu elements, cannot read [%llu, %llu)", f->path, (t)->name,         \
+                     (unsigned long long)(t)->numel, (unsigned long long)(first),                              \
+                     (unsigned long long)((first) + (count)));                                                  \
+        return -1;                                                                                            \
+    }
+
 int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t count) {
     CHECK_COUNT(t, count)
-    const uint8_t *p = st_data(f, t);
+    return st_read_double_range(f, t, 0, count, out);
+}
+
+int st_read_double_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count, double *out) {
+    CHECK_RANGE(t, first, count)
+    const uint8_t *p = (const uint8_t *)st_data(f, t) + first * st_dtype_size(t->dtype);
     for (uint64_t i = 0; i < count; i++) {
         switch (t->dtype) {
         case ST_F32: { float v; memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
@@ -319,7 +340,12 @@ int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t c
 
 int st_read_float(const st_file *f, const st_tensor *t, float *out, uint64_t count) {
     CHECK_COUNT(t, count)
-    const uint8_t *p = st_data(f, t);
+    return st_read_float_range(f, t, 0, count, out);
+}
+
+int st_read_float_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count, float *out) {
+    CHECK_RANGE(t, first, count)
+    const uint8_t *p = (const uint8_t *)st_data(f, t) + first * st_dtype_size(t->dtype);
     if (t->dtype == ST_F32) {
         memcpy(out, p, 4 * count);
         return 0;

@@ -56,9 +56,14 @@ const void *st_data(const st_file *f, const st_tensor *t);
 // st_open; they are read from the file again if touched). Streaming a model tensor by tensor this way
 // keeps the mapping's resident pages to about one tensor instead of the whole file.
 void st_release(const st_file *f, const st_tensor *t);
+// The same for elements [first, first + count) of t (a block of rows streamed by itself).
+void st_release_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count);
 // Converts a F32/F16/BF16/F64 tensor to float; count must equal numel.
 int st_read_float(const st_file *f, const st_tensor *t, float *out, uint64_t count);
 int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t count);
+// Elements [first, first + count) of t (row-major order), converted as above; the range must lie in t.
+int st_read_float_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count, float *out);
+int st_read_double_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count, double *out);
 // Reads an I32/I64 tensor as int32 (range-checked).
 int st_read_i32(const st_file *f, const st_tensor *t, int32_t *out, uint64_t count);
 

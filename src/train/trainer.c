@@ -594,10 +594,10 @@ typedef struct {
     pt_sha256 *h;
 } stream_ctx;
 
-static int stream_tensor(void *ctx, const qwen3_param_info *t, const real_t *data) {
+static int stream_block(void *ctx, const qwen3_param_info *t, int64_t row0, int64_t nrows, const real_t *data) {
     stream_ctx *c = ctx;
-    pt_sha256_update(c->h, data, sizeof(real_t) * t->numel);
-    return pt_parallel_load_tensor(c->P, t->name, data);
+    pt_sha256_update(c->h, data, sizeof(real_t) * (size_t)nrows * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
+    return pt_parallel_load_tensor(c->P, t->name, row0, nrows, data);
 }
 
 // ---------------------------------------------------------------- the loop
@@ -693,10 +693,11 @@ int pt_train(const pt_train_args *args) {
         P = pt_parallel_create(world, &mesh, &model.cfg, be);
         if (!P) goto setup_done;
         g_par = P;
-        // Each tensor is read once, hashed (the digest pt_hash_model gives) and its shard kept.
+        // Each tensor is read once, a block of rows at a time, hashed (the digest pt_hash_model gives) and
+        // this rank's part of it kept.
         pt_hash_config(&model.cfg, hashes.config_sha256);
         stream_ctx sc = {.P = P, .h = pt_sha256_new()};
-        const int lrc = hf_model_stream_weights(&model, a->model_dir, stream_tensor, &sc);
+        const int lrc = hf_model_stream_weights(&model, a->model_dir, stream_block, &sc);
         pt_sha256_final_hex(sc.h, hashes.initial_weights_sha256);
         qwen3_free(&model);  // the layout
         if (lrc != 0) goto setup_done;
