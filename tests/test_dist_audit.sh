@@ -21,6 +21,7 @@
 #    writes bitwise what `export` writes from the run's last checkpoint (FSDP2, TP2, TP2 x FSDP2, tied, untied);
 #  - a layout that cannot run (world size, heads vs tp, --mesh-order, bf16) is a usage error, exit 2, which
 #    --supervise passes through instead of restarting the job;
+#  - the reductions go in pieces (bounded MPI temporaries) with bitwise the same result;
 #  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
 #    tests/manual/gather_big.c; here PT_TEST_GATHER_LIMIT makes the final model and the checkpoint
 #    take that path): the same bytes as the one-call gather;
@@ -238,10 +239,10 @@ jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['final_save_buffers_r
   "topo reports the final save's buffers on rank 0 (the largest tensor twice, not the model)"
 # a 128 MiB embedding (and lm_head: vocabulary 65536 x 512, untied) streamed in 4 MiB blocks under FSDP2: the
 # start-up peak grows by about one block, not one embedding (loading it whole: +247 MiB, 215 over the bound).
-# The lower of the two ranks' peaks: the first step's reduce-scatter of the embedding's 128 MiB gradient
-# costs OpenMPI's default algorithm (reduce to rank 0, then scatter) a temporary of it on rank 0 alone
-# (the others, e.g. coll_tuned_reduce_scatter_block_algorithm 2 or 3, one on every rank), which is MPI's
-# and the step's, not the start-up's.
+# The lower of the two ranks' peaks: the step's reduce-scatter takes MPI temporaries (on rank 0 under
+# OpenMPI's default reduce-then-scatter), the step's, not the start-up's. Those are bounded too: the
+# reductions go in 16 MiB pieces, so rank 0's peak stays within 32 MiB of rank 1's (one message of the
+# embedding's 128 MiB gradient: 120 MiB above).
 python3 - "$T/big.json" "$T/wide.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -271,6 +272,9 @@ print("fsdp 2, 65536 x 512 embedding, 4 MiB blocks: peak RSS over the fixture's 
 sys.exit(0 if grown <= bound else 1)
 PY
   then echo "ok: start-up memory, a block of the embedding at a time"; else echo "FAIL: start-up memory, wide embedding"; fail=1; fi
+  jcheck "$T/rss_wide_fsdp/metrics.jsonl" "max(r['peak_rss_mib_per_rank']) - min(r['peak_rss_mib_per_rank']) <= 32" \
+    "the reduce-scatter of a 128 MiB gradient in pieces: rank 0's peak within 32 MiB of rank 1's ($(python3 -c \
+    "import json,sys; print(json.loads(open(sys.argv[1]).readline())['peak_rss_mib_per_rank'])" "$T/rss_wide_fsdp/metrics.jsonl") MiB)"
 fi
 
 # 5b. the streamed load keeps every check and the frozen hashes: the initial-weights and config sha256 of a
@@ -372,6 +376,12 @@ done
 check 0 "same" -- sh -c "cmp '$T/gather0/model.safetensors' '$T/gather1000/model.safetensors' && \
   for r in 0 1 2 3; do cmp '$T/gather0/checkpoint-2/rank0000'\$r.safetensors '$T/gather1000/checkpoint-2/rank0000'\$r.safetensors || exit 1; done && echo same"
 same_as_export "$T/gather0" 2 "tp 2 x fsdp 2, untied"
+# the reductions in 64-byte pieces (TP's all-reduces and FSDP's reduce-scatters cut into thousands of
+# messages, the reduce-scatter's pieces packed): bitwise the same final model (groups of 2: a + b)
+PT_MPI_PIECE_BYTES=64 "${MPIRUN[@]}" -x PT_MPI_PIECE_BYTES -np 4 "$PORTATRAIN" train --model "$T/init_untied" \
+  --data "$data" --output-dir "$T/piece64" --max-steps 2 --seq-len 16 --per-device-train-batch-size 4 \
+  --tp 2 --fsdp 2 --quiet >"$T/out" 2>&1 || { echo "FAIL: piece run"; cat "$T/out"; fail=1; }
+check 0 "same" -- sh -c "cmp '$T/gather0/model.safetensors' '$T/piece64/model.safetensors' && echo same"
 
 [ "$fail" -eq 0 ] && echo "test_dist_audit: all checks passed"
 exit "$fail"

@@ -20,6 +20,8 @@ struct pt_comm {
 #ifdef PT_HAVE_MPI
     MPI_Comm mpi;      // MPI_COMM_NULL on a one-rank world without MPI
 #endif
+    float *pack;       // reduce-scatter's packed piece [size x piece floats], kept between calls
+    size_t pack_n;
 };
 
 static pt_comm_stats g_stats;
@@ -146,6 +148,7 @@ void pt_comm_free(pt_comm *c) {
     if (c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
 #endif
     free(c->world_ranks);
+    free(c->pack);
     free(c);
 }
 
@@ -153,6 +156,21 @@ void pt_comm_free(pt_comm *c) {
 #define MULTI(c) ((c)->mpi != MPI_COMM_NULL && (c)->size > 1)
 // MPI counts are int: large buffers go in pieces.
 #define MPI_PIECE ((size_t)1 << 30)
+
+// The reductions (all-reduce, reduce-scatter) go in pieces of at most this many bytes of message
+// ($PT_MPI_PIECE_BYTES, default 16 MiB): MPI may take a temporary as large as the whole message. OpenMPI's
+// default reduce-scatter of 2 ranks reduces all of it to rank 0 first, so FSDP2's reduce-scatter of a
+// 128 MiB embedding gradient put 120 MiB on rank 0 alone (docs/DISTRIBUTED.md); its all-reduce algorithms
+// take segment buffers of the message too. Results do not depend on the piece size with 2 ranks (a + b);
+// with more, MPI's choice of algorithm by message size may order a sum differently, deterministically.
+static size_t reduce_piece_bytes(void) {
+    static size_t v;
+    if (!v) {
+        const char *e = getenv("PT_MPI_PIECE_BYTES");
+        v = e && atoll(e) >= 64 ? (size_t)atoll(e) : (size_t)16 << 20;
+    }
+    return v;
+}
 #else
 #define MULTI(c) 0
 #endif
@@ -160,9 +178,11 @@ void pt_comm_free(pt_comm *c) {
 void pt_comm_allreduce(pt_comm *c, float *buf, size_t n, pt_coll_kind kind) {
     const double t0 = pt_now_s();
 #ifdef PT_HAVE_MPI
-    if (MULTI(c))
-        for (size_t o = 0; o < n; o += MPI_PIECE)
-            MPI_Allreduce(MPI_IN_PLACE, buf + o, (int)PT_MIN(MPI_PIECE, n - o), MPI_FLOAT, MPI_SUM, c->mpi);
+    if (MULTI(c)) {
+        const size_t piece = PT_MIN(MPI_PIECE, reduce_piece_bytes() / sizeof(float));
+        for (size_t o = 0; o < n; o += piece)
+            MPI_Allreduce(MPI_IN_PLACE, buf + o, (int)PT_MIN(piece, n - o), MPI_FLOAT, MPI_SUM, c->mpi);
+    }
 #endif
     account(kind, n * sizeof(float), t0);
 }
@@ -192,13 +212,23 @@ void pt_comm_reduce_scatter(pt_comm *c, const float *send, float *recv, size_t n
     const double t0 = pt_now_s();
 #ifdef PT_HAVE_MPI
     if (MULTI(c)) {
-        if (n <= MPI_PIECE) {
+        // a piece: elements [o, o + q) of every rank's block, packed side by side (the layout
+        // MPI_Reduce_scatter_block wants), so the message (and MPI's temporaries) stays within the piece bytes
+        const size_t piece = PT_MAX((size_t)1, reduce_piece_bytes() / (sizeof(float) * (size_t)c->size));
+        if (n <= piece) {
             MPI_Reduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM, c->mpi);
         } else {
-            for (int r = 0; r < c->size; r++)
-                for (size_t o = 0; o < n; o += MPI_PIECE)
-                    MPI_Reduce(send + (size_t)r * n + o, r == c->rank ? recv + o : NULL,
-                               (int)PT_MIN(MPI_PIECE, n - o), MPI_FLOAT, MPI_SUM, r, c->mpi);
+            if (c->pack_n < piece * (size_t)c->size) {
+                free(c->pack);
+                c->pack_n = piece * (size_t)c->size;
+                c->pack = pt_malloc(sizeof(float) * c->pack_n);
+            }
+            // in place (recv = send + rank * n) is safe: a piece is packed before its result lands
+            for (size_t o = 0; o < n; o += piece) {
+                const size_t q = PT_MIN(piece, n - o);
+                for (int r = 0; r < c->size; r++) memcpy(c->pack + (size_t)r * q, send + (size_t)r * n + o, sizeof(float) * q);
+                MPI_Reduce_scatter_block(c->pack, recv + o, (int)q, MPI_FLOAT, MPI_SUM, c->mpi);
+            }
         }
         account(PT_COLL_REDUCE_SCATTER, (size_t)c->size * n * sizeof(float), t0);
         return;
