@@ -138,6 +138,24 @@ model_run "$T/nodes_m" >"$T/out" 2>&1
 if grep -q "portatrain: error: --model m is $T/n1/m on rank 1 (working directory $T/n1) but $T/n0/m on rank 0 .*give --model as an absolute path" "$T/out"; then
   echo "ok: a relative --model resolved in other working directories is named so"
 else echo "FAIL: --model in other working directories"; cat "$T/out"; fail=1; fi
+# a relative --output-dir resolved in other working directories (each rank would write its checkpoint shards
+# into its own): refused before anything is written, exit 2 (was: trained, rank 1's shards in $T/n1/out)
+out_args=(train --model "$T/init_untied" --data "$data" --output-dir out --max-steps 2 --save-steps 2 --seq-len 16
+          --per-device-train-batch-size 4 --quiet --fsdp 2)
+check 2 "portatrain: error: --output-dir out is $T/n1/out on rank 1 but $T/n0/out on rank 0: the ranks started in other directories.*give --output-dir as an absolute path" -- \
+  "${MPIRUN[@]}" -np 1 -wdir "$T/n0" "$PORTATRAIN" "${out_args[@]}" : -np 1 -wdir "$T/n1" "$PORTATRAIN" "${out_args[@]}"
+if [ -e "$T/n0/out" ] || [ -e "$T/n1/out" ]; then echo "FAIL: the refused run wrote an output dir"; fail=1; else echo "ok: nothing written"; fi
+# an --output-dir rank 1 cannot see (its own mount namespace hides the directory's parent, as a node without
+# the shared filesystem would): refused at start-up with exit 2, rank 0's new directory removed again
+if unshare -m true 2>/dev/null; then
+  mkdir -p "$T/shared"
+  out_args=(train --model "$T/init_untied" --data "$data" --output-dir "$T/shared/out" --max-steps 2 --seq-len 16
+            --per-device-train-batch-size 4 --quiet --fsdp 2)
+  check 2 "portatrain: error: --output-dir $T/shared/out: rank 1 does not see the directory rank 0 created" -- \
+    "${MPIRUN[@]}" -np 1 "$PORTATRAIN" "${out_args[@]}" : -np 1 unshare -m sh -c \
+    'mount -t tmpfs none "$0" && exec "$@"' "$T/shared" "$PORTATRAIN" "${out_args[@]}"
+  if [ -e "$T/shared/out" ]; then echo "FAIL: rank 0's output dir left behind"; fail=1; else echo "ok: no output dir left"; fi
+else echo "ok: unshare -m not permitted here: the unshared output dir is not checked"; fi
 
 # 4. metrics and files of DP2 x FSDP2 against the single process (the same global batch of 8 rows)
 small=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 --quiet)

@@ -447,6 +447,13 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
     cJSON_AddStringToObject(rep, "model_given", a->model_dir ? a->model_dir : "");
     cJSON_AddBoolToObject(rep, "model_found", a->model_dir && pt_is_dir(a->model_dir));
     cJSON_AddStringToObject(rep, "cwd", getcwd(cwd, sizeof cwd) ? cwd : "?");
+    // --output-dir as this rank resolves it (lexically: it may not exist yet): every rank writes its checkpoint
+    // shards and heartbeat there, so a relative one must not land in other directories
+    if (a->output_dir && a->output_dir[0] != '/') {
+        char *od = pt_path_join(cJSON_GetObjectItemCaseSensitive(rep, "cwd")->valuestring, a->output_dir);
+        cJSON_AddStringToObject(rep, "output_dir_abs", od);
+        free(od);
+    }
     if (ok && inputs) {  // the same paths can hold other files on another node (no shared filesystem)
         cJSON *in = cJSON_AddObjectToObject(rep, "inputs");
         cJSON_AddStringToObject(in, "model config", inputs->config_sha256);
@@ -496,6 +503,16 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
                     free(ys);
                     break;
                 }
+                const cJSON *o0 = cJSON_GetObjectItemCaseSensitive(rep0, "output_dir_abs");
+                const cJSON *o = cJSON_GetObjectItemCaseSensitive(rj, "output_dir_abs");
+                if (verdict.ok && cJSON_IsString(o0) && cJSON_IsString(o) && strcmp(o0->valuestring, o->valuestring)) {
+                    snprintf(verdict.text, sizeof verdict.text,
+                             "--output-dir %s is %s on rank %d but %s on rank 0: the ranks started in other "
+                             "directories, and every rank writes its checkpoint shards there; give --output-dir as "
+                             "an absolute path", a->output_dir, o->valuestring, r, o0->valuestring);
+                    verdict.ok = 0;
+                    verdict.usage = 1;
+                }
                 const cJSON *in = cJSON_GetObjectItemCaseSensitive(rj, "inputs");
                 cJSON_ArrayForEach(x, inputs0) {
                     if (!verdict.ok) break;
@@ -520,6 +537,24 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
     if (verdict.ok) return 0;
     g_usage_error = verdict.usage;
     pt_set_error("%s", verdict.text);
+    return -1;
+}
+
+// Once rank 0 has made --output-dir (and every rank has agreed): whether every rank sees it. Each rank writes
+// its checkpoint shards next to rank 0's checkpoint.json there, so ranks on nodes without a shared filesystem
+// would leave checkpoints no rank can restore. 0, or -1 with the same error on every rank.
+static int output_dir_shared(pt_comm *world, const pt_train_args *a) {
+    const int W = pt_comm_size(world);
+    double mine = pt_is_dir(a->output_dir), *all = pt_calloc(W, sizeof(double));
+    pt_comm_allgather_f64(world, &mine, all, 1, PT_COLL_CONTROL);
+    int missing = -1;
+    for (int r = 0; r < W && missing < 0; r++)
+        if (all[r] == 0) missing = r;
+    free(all);
+    if (missing < 0) return 0;
+    g_usage_error = 1;
+    pt_set_error("--output-dir %s: rank %d does not see the directory rank 0 created; every rank writes its "
+                 "checkpoint shards there: put it on a filesystem every rank shares", a->output_dir, missing);
     return -1;
 }
 
@@ -781,7 +816,7 @@ int pt_train(const pt_train_args *args) {
 setup_done:
     if (world) {
         alarm(0);
-        if (startup_agree(world, setup_ok, a, setup_ok ? &hashes : NULL) != 0) {
+        if (startup_agree(world, setup_ok, a, setup_ok ? &hashes : NULL) != 0 || output_dir_shared(world, a) != 0) {
             // another rank's set-up failed after rank 0 made the directory: remove it again (if still empty)
             if (made_output_dir) rmdir(a->output_dir);
             goto done;
