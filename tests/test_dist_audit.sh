@@ -228,9 +228,24 @@ print("%s: peak RSS over the fixture's %.1f MiB = state + activations %.1f + %.1
 sys.exit(0 if grown <= bound else 1)
 PY
 }
-rss_run() { # name model layout...  ($PT_LOAD_BLOCK_BYTES, when set, reaches the ranks)
+# save_growth NAME MODEL_DIR TOPO.json LABEL: rank 0's lifetime peak RSS (rss_run's wrapper, the final HF save
+# included) over its training peak in metrics.jsonl stays under topo's final-save buffers + 10% of the model
+save_growth() {
+  python3 - "$T/rss_$1/metrics.jsonl" "$(cat "$T/maxrss_$1.0")" "$(stat -c %s "$2/model.safetensors")" "$3" "$4" <<'PY'
+import json, sys
+train = json.loads(open(sys.argv[1]).readline())["peak_rss_mib_per_rank"][0]
+life = int(sys.argv[2]) / 1024
+model = int(sys.argv[3]) / 2**20
+save = json.load(open(sys.argv[4]))["memory_bytes_per_rank"]["final_save_buffers_rank0"] / 2**20
+bound = save + 0.1 * model
+print("%s: rank 0's peak RSS %.1f MiB, in training %.1f: the final save added %.1f MiB; bound %.1f (topo's save "
+      "buffers %.1f + 10%% of the %.1f MiB model)" % (sys.argv[5], life, train, life - train, bound, save, model))
+sys.exit(0 if life - train <= bound else 1)
+PY
+}
+rss_run() { # name model layout...  ($PT_WEIGHT_BLOCK_BYTES, when set, reaches the ranks)
   local name=$1 model=$2; shift 2
-  local fwd=(); [ -n "${PT_LOAD_BLOCK_BYTES:-}" ] && fwd=(-x PT_LOAD_BLOCK_BYTES)
+  local fwd=(); [ -n "${PT_WEIGHT_BLOCK_BYTES:-}" ] && fwd=(-x PT_WEIGHT_BLOCK_BYTES)
   "${MPIRUN[@]}" "${fwd[@]}" -np 2 python3 "$T/maxrss.py" "$T/maxrss_$name" "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
     --max-steps 1 --seq-len 16 --per-device-train-batch-size 4 --quiet "$@" >"$T/out" 2>&1 \
     || { echo "FAIL: rss run $name"; cat "$T/out"; fail=1; }
@@ -245,23 +260,12 @@ else
     then echo "ok: start-up memory, $lay 2"; else echo "FAIL: start-up memory, $lay 2"; fail=1; fi
     # the final HF save (after the last metrics record): rank 0's lifetime peak over its training peak stays
     # under topo's save buffers + 10% of the model (gathering the whole model: + 3 to 4 models, ~800 MiB)
-    if python3 - "$T/rss_big_$lay/metrics.jsonl" "$(cat "$T/maxrss_big_$lay.0")" \
-       "$(stat -c %s "$T/init_big/model.safetensors")" "$T/topo_big_$lay.json" "$lay 2" <<'PY'
-import json, sys
-train = json.loads(open(sys.argv[1]).readline())["peak_rss_mib_per_rank"][0]
-life = int(sys.argv[2]) / 1024
-model = int(sys.argv[3]) / 2**20
-save = json.load(open(sys.argv[4]))["memory_bytes_per_rank"]["final_save_buffers_rank0"] / 2**20
-bound = save + 0.1 * model
-print("%s: rank 0's peak RSS %.1f MiB, in training %.1f: the final save added %.1f MiB; bound %.1f (topo's save "
-      "buffers %.1f + 10%% of the %.1f MiB model)" % (sys.argv[5], life, train, life - train, bound, save, model))
-sys.exit(0 if life - train <= bound else 1)
-PY
+    if save_growth big_$lay "$T/init_big" "$T/topo_big_$lay.json" "$lay 2"
     then echo "ok: final save memory, $lay 2"; else echo "FAIL: final save memory, $lay 2"; fail=1; fi
   done
 fi
 jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['final_save_buffers_rank0'] == 2 * 4 * 2048 * 512" \
-  "topo reports the final save's buffers on rank 0 (the largest tensor twice, not the model)"
+  "topo reports the final save's buffers on rank 0 (the largest block twice, not the model)"
 # a 128 MiB embedding (and lm_head: vocabulary 65536 x 512, untied) streamed in 4 MiB blocks under FSDP2: the
 # start-up peak grows by about one block, not one embedding (loading it whole: +247 MiB, 183 over the bound).
 # + 32 MiB: the step's reductions go in 16 MiB pieces (a packing buffer, and MPI's temporary of a piece); in
@@ -273,16 +277,21 @@ c = json.load(open(sys.argv[1]))
 c.update(vocab_size=65536, num_hidden_layers=2, layer_types=["full_attention"] * 2)
 json.dump(c, open(sys.argv[2], "w"))
 PY
-PT_LOAD_BLOCK_BYTES=4194304 "$PORTATRAIN" topo --world 2 --fsdp 2 --config "$T/wide.json" --seq-len 16 \
+PT_WEIGHT_BLOCK_BYTES=4194304 "$PORTATRAIN" topo --world 2 --fsdp 2 --config "$T/wide.json" --seq-len 16 \
   --per-device-train-batch-size 4 --json >"$T/topo_wide.json"
+jcheck "$T/topo_wide.json" "r['memory_bytes_per_rank']['final_save_buffers_rank0'] == 2 * 4 * 2048 * 512" \
+  "topo: the final save's buffers are two 4 MiB blocks of the 65536-row embedding"
 jcheck "$T/topo_wide.json" "r['memory_bytes_per_rank']['startup_load_buffers'] == 4 * 2048 * 512" \
   "topo: the start-up buffer is one 4 MiB block of the 65536-row embedding"
 if [ -z "${PT_SANITIZED:-}" ]; then
   "$PORTATRAIN" init --config "$T/wide.json" --seed 1 --output-dir "$T/init_wide" >/dev/null 2>&1
-  PT_LOAD_BLOCK_BYTES=4194304 rss_run wide_fsdp wide --fsdp 2
+  PT_WEIGHT_BLOCK_BYTES=4194304 rss_run wide_fsdp wide --fsdp 2
   if startup_growth 32 "$T/rss_base_fsdp" "$T/rss_wide_fsdp" "$T/init_wide" "$T/topo_wide.json" \
      "fsdp 2, 65536 x 512 embedding, 4 MiB blocks"
   then echo "ok: start-up memory, a block of the embedding at a time"; else echo "FAIL: start-up memory, wide embedding"; fail=1; fi
+  # and the final save gathers it to rank 0 a 4 MiB block at a time (whole tensors: two 128 MiB buffers)
+  if save_growth wide_fsdp "$T/init_wide" "$T/topo_wide.json" "fsdp 2, 65536 x 512 embedding, 4 MiB blocks"
+  then echo "ok: final save memory, a block of the embedding at a time"; else echo "FAIL: final save memory, wide"; fail=1; fi
   jcheck "$T/rss_wide_fsdp/metrics.jsonl" "max(r['peak_rss_mib_per_rank']) - min(r['peak_rss_mib_per_rank']) <= 32" \
     "the reduce-scatter of a 128 MiB gradient in pieces: rank 0's peak within 32 MiB of rank 1's ($(python3 -c \
     "import json,sys; print(json.loads(open(sys.argv[1]).readline())['peak_rss_mib_per_rank'])" "$T/rss_wide_fsdp/metrics.jsonl") MiB)"
@@ -314,12 +323,14 @@ for kind in untied tied; do
     else echo "FAIL: $lay 2, $kind: hashes $(hashes "$T/h_${lay}_$kind") vs $(hashes "$T/h1_$kind")"; fail=1; fi
     same_as_export "$T/h_${lay}_$kind" 1 "$lay 2, $kind"
     # 1000-byte blocks (2-3 rows; FSDP's and TP's row splits fall inside blocks): the same hashes and loss
-    PT_LOAD_BLOCK_BYTES=1000 "${MPIRUN[@]}" -x PT_LOAD_BLOCK_BYTES -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/init_$kind" \
+    PT_WEIGHT_BLOCK_BYTES=1000 "${MPIRUN[@]}" -x PT_WEIGHT_BLOCK_BYTES -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/init_$kind" \
       --output-dir "$T/hb_${lay}_$kind" "--$lay" 2 >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
     if [ "$(hashes "$T/hb_${lay}_$kind")" = "$(hashes "$T/h1_$kind")" ] && [ -n "$(loss1 "$T/hb_${lay}_$kind")" ] \
        && [ "$(loss1 "$T/hb_${lay}_$kind")" = "$(loss1 "$T/h_${lay}_$kind")" ]
     then echo "ok: $lay 2, $kind, 1000-byte load blocks: the same hashes and first loss ($(loss1 "$T/hb_${lay}_$kind"))"
     else echo "FAIL: $lay 2, $kind, 1000-byte blocks: loss $(loss1 "$T/hb_${lay}_$kind") vs $(loss1 "$T/h_${lay}_$kind")"; fail=1; fi
+    # and its final model, gathered to rank 0 in 1000-byte blocks, is bitwise the export of its checkpoint
+    same_as_export "$T/hb_${lay}_$kind" 1 "$lay 2, $kind, 1000-byte save blocks"
   done
 done
 for v in ne nelast lmonly; do
@@ -344,7 +355,7 @@ check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs
   "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_ne" --output-dir "$T/h_ne" --fsdp 2
 # the same in 1000-byte blocks, the differing value in the last one
 check 1 "portatrain: error: $T/tied_nelast/model.safetensors: lm_head.weight differs from model.embed_tokens.weight" -- \
-  env PT_LOAD_BLOCK_BYTES=1000 "${MPIRUN[@]}" -x PT_LOAD_BLOCK_BYTES -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_nelast" \
+  env PT_WEIGHT_BLOCK_BYTES=1000 "${MPIRUN[@]}" -x PT_WEIGHT_BLOCK_BYTES -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_nelast" \
   --output-dir "$T/h_nelast" --fsdp 2
 "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_lmonly" --output-dir "$T/h_lmonly" --fsdp 2 \
   >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }

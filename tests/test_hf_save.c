@@ -1,9 +1,10 @@
 // The streamed HF save (hf_model_save_streamed; the final model of a distributed run is written through it,
 // dist/parallel.c, each fetch a gather every rank takes part in):
-// - every tensor is fetched exactly once, in the layout's order, on a sharded save as on a single file,
-//   and the files are bitwise hf_model_save's of the same weights;
+// - every block of rows of every tensor is fetched exactly once, in the layout's order (blocks of 100 bytes:
+//   1-3 rows; and 64 MiB: whole tensors), on a sharded save as on a single file, and the files are bitwise
+//   hf_model_save's of the same weights;
 // - a save that fails partway (a fetch error, a weight float16 cannot hold) still fetches every remaining
-//   tensor once, in order (a rank waiting in a gather would hang otherwise), keeps the first error, leaves
+//   block once, in order (a rank waiting in a gather would hang otherwise), keeps the first error, leaves
 //   no staging directory, leaves an earlier save in the directory bitwise as it was, and creates no
 //   directory that did not exist.
 #include "io/hf_model.h"
@@ -16,22 +17,41 @@
 
 typedef struct {
     const qwen3_model *m;  // the weights, host memory (cpu-ref)
-    int calls, in_order;   // fetches; whether call k asked for tensor k with its own layout entry
-    int fail_at;           // a fetch error at this tensor (-1: none)
-    int big_at;            // tensor whose first value is set to 70000 (float16 overflow; -1: none)
+    size_t block_bytes;    // the save's blocks
+    int calls, in_order;   // fetches; whether each asked for the block after the previous one
+    int next;              // the block expected next: tensor `next`, from row `next_row`
+    int64_t next_row;
+    int fail_at;           // a fetch error at this tensor's last block (-1: none)
+    int big_at;            // tensor whose last value is set to 70000 (float16 overflow; -1: none)
 } fetch_log;
 
-static int fetch(void *ctx, int i, const qwen3_param_info *t, real_t *out) {
+static int fetch(void *ctx, int i, const qwen3_param_info *t, int64_t row0, int64_t nrows, real_t *out) {
     fetch_log *f = ctx;
-    if (i != f->calls || t != &f->m->tensors[i]) f->in_order = 0;
+    const int64_t per = hf_block_rows(t, f->block_bytes);
+    if (i != f->next || row0 != f->next_row || t != &f->m->tensors[i] || nrows != PT_MIN(per, t->shape[0] - row0))
+        f->in_order = 0;
     f->calls++;
-    if (i == f->fail_at) {
+    f->next_row = row0 + nrows;
+    if (f->next_row >= t->shape[0]) f->next++, f->next_row = 0;
+    const int last = row0 + nrows == t->shape[0];
+    if (i == f->fail_at && last) {
         pt_set_error("fetch of %s failed", t->name);
         return -1;
     }
-    memcpy(out, f->m->params + t->offset, sizeof(real_t) * t->numel);
-    if (i == f->big_at) out[0] = 70000;
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    memcpy(out, f->m->params + t->offset + (size_t)row0 * cols, sizeof(real_t) * (size_t)nrows * cols);
+    if (i == f->big_at && last) out[(size_t)nrows * cols - 1] = 70000;
     return 0;
+}
+
+// The blocks a save of blocks of bb bytes fetches.
+static int count_blocks(const qwen3_model *m, size_t bb) {
+    int n = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const int64_t per = hf_block_rows(&m->tensors[i], bb);
+        n += (int)((m->tensors[i].shape[0] + per - 1) / per);
+    }
+    return n;
 }
 
 static char *slurp(const char *dir, const char *name, size_t *n) {
@@ -91,15 +111,19 @@ int main(void) {
     char *tmp = test_tmpdir("hfsave");
     char *want = pt_path_join(tmp, "want"), *got = pt_path_join(tmp, "got");
 
-    // 1. a sharded bfloat16 save (~6 KB shards) and a single fp32 file: each tensor once, in order; the
-    //    files are hf_model_save's
-    const struct { const char *dtype; uint64_t shard; } cases[] = {{"bfloat16", 6000}, {"float32", 0}};
-    for (int k = 0; k < 2; k++) {
+    // 1. a sharded bfloat16 save (~6 KB shards) and a single fp32 file, in 100-byte and 64 MiB blocks: each
+    //    block once, in order; the files are hf_model_save's
+    const struct { const char *dtype; uint64_t shard; size_t block; } cases[] = {
+        {"bfloat16", 6000, 100}, {"float32", 0, 100}, {"float32", 0, (size_t)64 << 20}, {"float16", 6000, 64 << 20}};
+    for (int k = 0; k < 4; k++) {
         CHECK(hf_model_save(&m, want, cases[k].dtype, cases[k].shard) == 0, "%s", pt_last_error());
-        fetch_log f = {.m = &m, .in_order = 1, .fail_at = -1, .big_at = -1};
-        CHECK(hf_model_save_streamed(&m, got, cases[k].dtype, cases[k].shard, fetch, &f) == 0, "%s", pt_last_error());
-        CHECK(f.calls == m.num_tensors && f.in_order, "%s: %d fetches of %d tensors, in order %d", cases[k].dtype,
-              f.calls, m.num_tensors, f.in_order);
+        fetch_log f = {.m = &m, .block_bytes = cases[k].block, .in_order = 1, .fail_at = -1, .big_at = -1};
+        CHECK(hf_model_save_streamed(&m, got, cases[k].dtype, cases[k].shard, cases[k].block, fetch, &f) == 0, "%s",
+              pt_last_error());
+        const int nb = count_blocks(&m, cases[k].block);
+        CHECK(f.calls == nb && f.in_order, "%s, %zu-byte blocks: %d fetches of %d blocks, in order %d", cases[k].dtype,
+              cases[k].block, f.calls, nb, f.in_order);
+        CHECK(nb > (cases[k].block == 100 ? 2 * m.num_tensors : m.num_tensors - 1), "%d blocks", nb);
         CHECK(same_dir(want, got), "%s: the streamed save's files differ from hf_model_save's", cases[k].dtype);
         if (k == 0) {
             size_t n;
@@ -111,32 +135,33 @@ int main(void) {
 
     // 2. failures partway, into the directory holding the fp32 save: every tensor still fetched once, in
     //    order; the first error kept; the earlier save untouched; no staging directory left
-    const int mid = m.num_tensors / 2;
+    const int mid = m.num_tensors / 2, nb = count_blocks(&m, 100);
     for (int k = 0; k < 2; k++) {
-        fetch_log f = {.m = &m, .in_order = 1, .fail_at = k == 0 ? mid : -1, .big_at = k == 1 ? mid : -1};
-        const int rc = hf_model_save_streamed(&m, got, k == 0 ? "float32" : "float16", 6000, fetch, &f);
+        fetch_log f = {.m = &m, .block_bytes = 100, .in_order = 1, .fail_at = k == 0 ? mid : -1, .big_at = k == 1 ? mid : -1};
+        const int rc = hf_model_save_streamed(&m, got, k == 0 ? "float32" : "float16", 6000, 100, fetch, &f);
         char expect[160];
         if (k == 0) snprintf(expect, sizeof expect, "fetch of %s failed", m.tensors[mid].name);
-        else snprintf(expect, sizeof expect, "weight %s[0] = 70000 is beyond float16's range", m.tensors[mid].name);
+        else snprintf(expect, sizeof expect, "weight %s[%zu] = 70000 is beyond float16's range", m.tensors[mid].name,
+                      m.tensors[mid].numel - 1);
         CHECK(rc != 0 && strstr(pt_last_error(), expect), "case %d: rc %d, error \"%s\", want \"%s\"", k, rc,
               pt_last_error(), expect);
-        CHECK(f.calls == m.num_tensors && f.in_order, "case %d: %d fetches of %d tensors after the failure, in "
-              "order %d", k, f.calls, m.num_tensors, f.in_order);
+        CHECK(f.calls == nb && f.in_order, "case %d: %d fetches of %d blocks after the failure, in order %d", k,
+              f.calls, nb, f.in_order);
         CHECK(same_dir(want, got), "case %d: the failed save changed the earlier save (or left a staging dir)", k);
     }
 
     // 3. a failed save into a new directory leaves none behind
     char *fresh = pt_path_join(tmp, "fresh");
-    fetch_log f = {.m = &m, .in_order = 1, .fail_at = 0, .big_at = -1};
-    CHECK(hf_model_save_streamed(&m, fresh, "float32", 0, fetch, &f) != 0, "a failing fetch fails the save");
-    CHECK(f.calls == m.num_tensors, "%d fetches", f.calls);
+    fetch_log f = {.m = &m, .block_bytes = 100, .in_order = 1, .fail_at = 0, .big_at = -1};
+    CHECK(hf_model_save_streamed(&m, fresh, "float32", 0, 100, fetch, &f) != 0, "a failing fetch fails the save");
+    CHECK(f.calls == nb && f.in_order, "%d fetches of %d blocks", f.calls, nb);
     struct stat st;
     CHECK(stat(fresh, &st) != 0, "the failed save left %s behind", fresh);
     // and an unknown dtype is refused with every tensor still fetched (a rank waits in each gather)
-    fetch_log u = {.m = &m, .in_order = 1, .fail_at = -1, .big_at = -1};
-    CHECK(hf_model_save_streamed(&m, fresh, "fp8", 0, fetch, &u) != 0 && strstr(pt_last_error(), "unsupported export "
-          "dtype \"fp8\""), "%s", pt_last_error());
-    CHECK(u.calls == m.num_tensors && u.in_order, "%d fetches", u.calls);
+    fetch_log u = {.m = &m, .block_bytes = 100, .in_order = 1, .fail_at = -1, .big_at = -1};
+    CHECK(hf_model_save_streamed(&m, fresh, "fp8", 0, 100, fetch, &u) != 0 && strstr(pt_last_error(), "unsupported "
+          "export dtype \"fp8\""), "%s", pt_last_error());
+    CHECK(u.calls == nb && u.in_order, "%d fetches of %d blocks", u.calls, nb);
 
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

@@ -236,11 +236,11 @@ int cmd_topo(int argc, char **argv) {
     pt_backend_destroy(be);
     // Start-up: every rank streams the HF weights a block of rows at a time into its shards
     // (hf_model_stream_weights, pt_parallel_load_tensor): one fp32 buffer of the largest block (64 MiB or
-    // $PT_LOAD_BLOCK_BYTES, or the largest tensor if smaller), a second one of the embedding's while a tied
+    // $PT_WEIGHT_BLOCK_BYTES, or the largest tensor if smaller), a second one of the embedding's while a tied
     // lm_head.weight is compared with it, and on a device backend a host copy of the rank's parameter shard
     // (uploaded once), beside the parameter state. Never the whole model, nor a whole embedding.
-    // The final HF save streams too (pt_parallel_save_hf): rank 0 holds the largest tensor whole in fp32 and
-    // the gather's receive buffer of it; every rank sends its part of one tensor at a time.
+    // The final HF save streams too (pt_parallel_save_hf): rank 0 holds a block of rows in fp32 and the
+    // gather's receive buffer of it; every rank sends its part of one block at a time.
     double load_b = 0, save_b = 0;
     {
         pt_backend *ref = pt_backend_cpu_ref_create();  // layout only: nothing is allocated
@@ -249,7 +249,7 @@ int cmd_topo(int argc, char **argv) {
             load_b = 4.0 * (double)hf_load_block_numel(&fm, NULL);
             if (cfg.tie_word_embeddings)  // the embedding's block, again
                 load_b += 4.0 * (double)hf_load_block_numel(&fm, "model.embed_tokens.weight");
-            save_b = 2 * 4.0 * (double)qwen3_largest_tensor_numel(&fm);
+            save_b = 2 * 4.0 * (double)hf_load_block_numel(&fm, NULL);
             if (device_memory) load_b += 4.0 * (double)plan.shard_numel;
             qwen3_free(&fm);
         }
@@ -347,8 +347,8 @@ int cmd_topo(int argc, char **argv) {
                "block of rows in fp32%s%s), beside its parameter state\n", human(load_b, b1),
                cfg.tie_word_embeddings ? ", the embedding's again for the tied lm_head check" : "",
                device_memory ? ", a host copy of its parameter shard" : "");
-        printf("  for the final HF model rank 0 also holds %s (the largest tensor in fp32, twice: as gathered and "
-               "as written)\n", human(save_b, b1));
+        printf("  for the final HF model rank 0 also holds %s (the largest block of rows in fp32, twice: as "
+               "gathered and as written)\n", human(save_b, b1));
         printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", B, S, A);
         printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
         char cls[3][96];

@@ -112,15 +112,13 @@ static int read_range(const st_file *f, const st_tensor *t, uint64_t first, size
 
 #define LOAD_BLOCK_BYTES_DEFAULT ((size_t)64 << 20)
 
-// The bytes of one streamed block: $PT_LOAD_BLOCK_BYTES, else 64 MiB.
-static size_t load_block_bytes(void) {
-    const char *e = getenv("PT_LOAD_BLOCK_BYTES");
+size_t hf_weight_block_bytes(void) {
+    const char *e = getenv("PT_WEIGHT_BLOCK_BYTES");
     const long long v = e && *e ? atoll(e) : 0;
     return v > 0 ? (size_t)v : LOAD_BLOCK_BYTES_DEFAULT;
 }
 
-// Rows of tensor t per streamed block: whole rows, at least one, within the block bytes.
-static int64_t block_rows(const qwen3_param_info *t, size_t block_bytes) {
+int64_t hf_block_rows(const qwen3_param_info *t, size_t block_bytes) {
     const int64_t cols = t->ndim == 2 ? t->shape[1] : 1;
     return PT_MAX((int64_t)1, PT_MIN(t->shape[0], (int64_t)(block_bytes / (sizeof(real_t) * (size_t)cols))));
 }
@@ -131,13 +129,13 @@ static size_t max_block_numel(const qwen3_model *layout, const char *name, size_
     for (int i = 0; i < layout->num_tensors; i++) {
         const qwen3_param_info *t = &layout->tensors[i];
         if (name && strcmp(t->name, name)) continue;
-        n = PT_MAX(n, (size_t)block_rows(t, bb) * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
+        n = PT_MAX(n, (size_t)hf_block_rows(t, bb) * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
     }
     return n;
 }
 
 size_t hf_load_block_numel(const qwen3_model *layout, const char *name) {
-    return max_block_numel(layout, name, load_block_bytes());
+    return max_block_numel(layout, name, hf_weight_block_bytes());
 }
 
 // The weights of DIR in the order of m->tensors, with every check of a load: each tensor is looked up in the
@@ -149,7 +147,7 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
     shard_set s;
     if (shards_open(&s, dir) != 0) return -1;
     int rc = -1;
-    const size_t bb = into ? SIZE_MAX : load_block_bytes();
+    const size_t bb = into ? SIZE_MAX : hf_weight_block_bytes();
     real_t *buf = read && !into ? pt_malloc(sizeof(real_t) * max_block_numel(m, NULL, bb)) : NULL, *lm = NULL;
     const st_file *tied_differs = NULL;  // the file whose lm_head.weight differs from the tied embedding
     for (int i = 0; i < m->num_tensors; i++) {
@@ -188,7 +186,7 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
                 lt = NULL;
             }
         }
-        const int64_t rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1, per = block_rows(pi, bb);
+        const int64_t rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1, per = hf_block_rows(pi, bb);
         for (int64_t r0 = 0; r0 < rows; r0 += per) {
             const int64_t nr = PT_MIN(per, rows - r0);
             const size_t n = (size_t)(nr * cols), first = (size_t)(r0 * cols);
@@ -322,31 +320,59 @@ static int remove_stale_weights(const char *dir, char **written, int n) {
     return rc;
 }
 
-// One save in flight: the tensors' bytes are fetched and converted as st_write_stream asks for them.
+// One save in flight: the tensors' rows are fetched and converted a block at a time as st_write_stream asks.
 typedef struct {
     const qwen3_model *m;
     const char *dir;
     st_dtype dtype;
+    size_t es;            // bytes per element in the file
+    size_t block_bytes;   // rows per block: hf_block_rows(t, block_bytes)
     hf_fetch_fn fetch;
     void *ctx;
-    int first;      // the layout index of the file's first tensor (a file holds consecutive tensors)
-    int next;       // the next tensor to fetch, in layout order
-    real_t *buf;    // the largest tensor in fp32 (NULL: no fetch, the parameters are read in place)
-    uint8_t *conv;  // ... in the target dtype (NULL when that is the fp32 values' own layout)
+    int first;            // the layout index of the file's first tensor (a file holds consecutive tensors)
+    int next;             // the next block to fetch: tensor `next`, from row `next_row`
+    int64_t next_row;
+    real_t *buf;          // a block in fp32 (NULL: no fetch, the parameters are read in place)
+    uint8_t *conv;        // ... in the target dtype (NULL when that is the fp32 values' own layout)
 } save_stream;
 
-static const void *save_tensor_bytes(void *vctx, int i) {
+// The next block of the layout's tensors (tensor ss->next from row ss->next_row) fetched into ss->buf, and the
+// position moved past it; the fetch's return.
+static int fetch_next_block(save_stream *ss, int64_t *row0, int64_t *nrows) {
+    const qwen3_param_info *t = &ss->m->tensors[ss->next];
+    *row0 = ss->next_row;
+    *nrows = PT_MIN(hf_block_rows(t, ss->block_bytes), t->shape[0] - *row0);
+    const int k = ss->next;
+    if ((ss->next_row += *nrows) >= t->shape[0]) {
+        ss->next++;
+        ss->next_row = 0;
+    }
+    return ss->fetch(ss->ctx, k, t, *row0, *nrows, ss->buf);
+}
+
+static const void *save_tensor_bytes(void *vctx, int i, uint64_t offset, uint64_t *nbytes) {
     save_stream *ss = vctx;
     const int k = ss->first + i;
     const qwen3_param_info *ti = &ss->m->tensors[k];
-    ss->next = k + 1;
-    const real_t *src = ss->m->params + ti->offset;
+    const size_t cols = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
+    if (!ss->fetch && !ss->conv) {  // host fp32 parameters, written as they are
+        *nbytes = ti->numel * ss->es - offset;
+        return (const uint8_t *)(ss->m->params + ti->offset) + offset;
+    }
+    int64_t row0 = (int64_t)(offset / (ss->es * cols)), nrows = PT_MIN(hf_block_rows(ti, ss->block_bytes), ti->shape[0] - row0);
+    const real_t *src = ss->m->params + ti->offset + (size_t)row0 * cols;
     if (ss->fetch) {
-        if (ss->fetch(ss->ctx, k, ti, ss->buf) != 0) return NULL;
+        if (k != ss->next || row0 != ss->next_row) {  // cannot happen: the writer goes in order
+            pt_set_error("%s: the save asked for %s row %lld out of order", ss->dir, ti->name, (long long)row0);
+            return NULL;
+        }
+        if (fetch_next_block(ss, &row0, &nrows) != 0) return NULL;
         src = ss->buf;
     }
+    const size_t n = (size_t)nrows * cols;
+    *nbytes = n * ss->es;
     if (!ss->conv) return src;
-    for (size_t j = 0; j < ti->numel; j++) {
+    for (size_t j = 0; j < n; j++) {
         const float v = (float)src[j];
         if (ss->dtype == ST_F32) {
             memcpy(ss->conv + 4 * j, &v, 4);
@@ -357,7 +383,7 @@ static const void *save_tensor_bytes(void *vctx, int i) {
         // refuses the save
         if (ss->dtype == ST_F16 && isfinite(v) && (h & 0x7c00) == 0x7c00) {
             pt_set_error("%s: weight %s[%zu] = %g is beyond float16's range (+-65504); save as bfloat16 or "
-                         "float32", ss->dir, ti->name, j, (double)v);
+                         "float32", ss->dir, ti->name, (size_t)row0 * cols + j, (double)v);
             return NULL;
         }
         memcpy(ss->conv + 2 * j, &h, 2);
@@ -365,30 +391,31 @@ static const void *save_tensor_bytes(void *vctx, int i) {
     return ss->conv;
 }
 
-static int fetch_from_model(void *ctx, int i, const qwen3_param_info *t, real_t *out) {
+static int fetch_from_model(void *ctx, int i, const qwen3_param_info *t, int64_t row0, int64_t nrows, real_t *out) {
     (void)i;
     const qwen3_model *m = ctx;
-    m->be->download(m->be, out, m->params + t->offset, sizeof(real_t) * t->numel);
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    m->be->download(m->be, out, m->params + t->offset + (size_t)row0 * cols, sizeof(real_t) * (size_t)nrows * cols);
     return 0;
 }
 
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes) {
-    // host memory: the parameters are written (or converted) in place, without a copy of the largest tensor
-    return hf_model_save_streamed(m, dir, dtype, max_shard_bytes, m->be->host_memory ? NULL : fetch_from_model,
-                                  (void *)m);
+    // host memory: the parameters are written (or converted) in place, without a copy
+    return hf_model_save_streamed(m, dir, dtype, max_shard_bytes, hf_weight_block_bytes(),
+                                  m->be->host_memory ? NULL : fetch_from_model, (void *)m);
 }
 
 int hf_model_save_streamed(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes,
-                           hf_fetch_fn fetch, void *ctx) {
+                           size_t block_bytes, hf_fetch_fn fetch, void *ctx) {
     const st_dtype out_dtype = !dtype || !strcmp(dtype, "float32") ? ST_F32
                              : !strcmp(dtype, "bfloat16")          ? ST_BF16
                              : !strcmp(dtype, "float16")           ? ST_F16
                                                                    : ST_DTYPE_COUNT;
     const int nt = m->num_tensors;
-    const size_t maxn = qwen3_largest_tensor_numel(m);
+    const size_t maxn = max_block_numel(m, NULL, block_bytes);
     const size_t es = out_dtype == ST_F32 ? 4 : 2;
-    save_stream ss = {.m = m, .dir = dir, .dtype = out_dtype, .fetch = fetch, .ctx = ctx,
-                      .buf = fetch ? pt_malloc(sizeof(real_t) * maxn) : NULL};
+    save_stream ss = {.m = m, .dir = dir, .dtype = out_dtype, .es = es, .block_bytes = block_bytes, .fetch = fetch,
+                      .ctx = ctx, .buf = fetch ? pt_malloc(sizeof(real_t) * maxn) : NULL};
     if (out_dtype != ST_F32 || sizeof(real_t) != 4) ss.conv = pt_malloc(es * maxn);
     int rc = -1;
     char *stage = NULL;
@@ -485,10 +512,11 @@ int hf_model_save_streamed(const qwen3_model *m, const char *dir, const char *dt
     if (!rc) rc = remove_stale_weights(dir, written, nwritten);
     if (!rc) rc = pt_fsync_dir(dir);
 done:
-    if (ss.next < nt) {
+    if (ss.next < nt && fetch) {
         // The rest are fetched (and dropped) all the same: fetch may be a collective every rank takes part in.
         char *err = pt_strdup(pt_last_error());
-        for (; ss.next < nt && fetch; ss.next++) fetch(ctx, ss.next, &m->tensors[ss.next], ss.buf);
+        int64_t r0, nr;
+        while (ss.next < nt) fetch_next_block(&ss, &r0, &nr);
         pt_set_error("%s", err);
         free(err);
     }

@@ -17,7 +17,7 @@ int hf_model_load_config(qwen3_config *cfg, const char *dir);
 // The weights of a model dir a block of rows at a time, with every check of hf_model_load_weights (the same
 // errors): for each tensor of layout->tensors, in that order (a model from qwen3_create or
 // qwen3_create_layout; only its cfg and tensors are read), its rows are read in fp32, in blocks of whole
-// rows of at most $PT_LOAD_BLOCK_BYTES (default 64 MiB; at least one row), into one buffer, reused; fn gets
+// rows of at most hf_weight_block_bytes() (64 MiB; at least one row), into one buffer, reused; fn gets
 // rows [row0, row0 + nrows) of t (1-D tensors: elements) in order (a non-zero return, with the error set,
 // stops the load and is returned). The file's mapped pages are dropped block by block, so a load holds
 // about one block (two while a tied lm_head.weight is compared with the embedding), never the whole model
@@ -35,15 +35,22 @@ int hf_model_check_weights(const qwen3_model *layout, const char *dir);
 // staging directory and moved into place; weight files of an earlier save
 // that this one did not write are then removed (as save_pretrained does).
 int hf_model_save(const qwen3_model *m, const char *dir, const char *dtype, uint64_t max_shard_bytes);
-// hf_model_save with the weights supplied tensor by tensor as the files are written: fetch(ctx, i, t, out)
-// puts tensor i of layout->tensors (t, t->numel values) into out. It is called exactly once for every tensor,
-// in layout order, even when the save fails partway (the rest are fetched and dropped), so a fetch that is a
-// collective (dist/parallel.c gathers each tensor to rank 0) stays matched on every rank. The save holds one
-// tensor at a time (fp32, and in the target dtype), never the whole model. layout: only cfg and tensors are read.
-// fetch NULL: layout->params are host memory (be->host_memory), written or converted in place.
-typedef int (*hf_fetch_fn)(void *ctx, int i, const qwen3_param_info *t, real_t *out);
+// hf_model_save with the weights supplied a block of rows at a time as the files are written:
+// fetch(ctx, i, t, row0, nrows, out) puts rows [row0, row0 + nrows) of tensor i of layout->tensors (t; 1-D
+// tensors: elements) into out, nrows x t's row length values. The blocks are whole rows of at most
+// block_bytes in fp32 (at least one row); fetch is called exactly once for every block of every tensor, in
+// layout order, even when the save fails partway (the rest are fetched and dropped), so a fetch that is a
+// collective (dist/parallel.c gathers each block to rank 0) stays matched on every rank. The save holds one
+// block at a time (fp32, and in the target dtype), never the whole model nor a whole tensor. layout: only cfg
+// and tensors are read. fetch NULL: layout->params are host memory (be->host_memory), written or converted
+// in place.
+typedef int (*hf_fetch_fn)(void *ctx, int i, const qwen3_param_info *t, int64_t row0, int64_t nrows, real_t *out);
 int hf_model_save_streamed(const qwen3_model *layout, const char *dir, const char *dtype, uint64_t max_shard_bytes,
-                           hf_fetch_fn fetch, void *ctx);
+                           size_t block_bytes, hf_fetch_fn fetch, void *ctx);
+// The bytes of a block of rows the weights stream in, loaded and saved: $PT_WEIGHT_BLOCK_BYTES, else 64 MiB.
+size_t hf_weight_block_bytes(void);
+// Rows of tensor t in one block of block_bytes: whole rows in fp32, at least one, at most t's.
+int64_t hf_block_rows(const qwen3_param_info *t, size_t block_bytes);
 
 // The tokenizer and generation files transformers keeps next to a model (tokenizer.json,
 // tokenizer_config.json, special_tokens_map.json, chat_template.jinja, generation_config.json,

@@ -387,7 +387,13 @@ int st_read_i32(const st_file *f, const st_tensor *t, int32_t *out, uint64_t cou
     return 0;
 }
 
-static const void *given_data(void *ctx, int i) { return ((const st_write_tensor *)ctx)[i].data; }
+static const void *given_data(void *ctx, int i, uint64_t offset, uint64_t *nbytes) {
+    const st_write_tensor *t = &((const st_write_tensor *)ctx)[i];
+    uint64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) numel *= (uint64_t)t->shape[d];
+    *nbytes = numel * st_dtype_size(t->dtype) - offset;
+    return (const uint8_t *)t->data + offset;
+}
 
 int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta) {
     return st_write_stream(path, tensors, n, meta_kv, n_meta, given_data, (void *)tensors);
@@ -441,8 +447,18 @@ int st_write_stream(const char *path, const st_write_tensor *tensors, int n, con
     for (int i = 0; i < n && !rc; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < tensors[i].ndim; d++) numel *= (uint64_t)tensors[i].shape[d];
-        const void *bytes = data(ctx, i);
-        rc = bytes ? pt_write_all(fd, bytes, numel * st_dtype_size(tensors[i].dtype), path) : -1;
+        const uint64_t want = numel * st_dtype_size(tensors[i].dtype);
+        for (uint64_t done = 0; done < want && !rc;) {
+            uint64_t nb = 0;
+            const void *bytes = data(ctx, i, done, &nb);
+            if (bytes && (nb == 0 || nb > want - done)) {
+                pt_set_error("%s: tensor \"%s\": %llu bytes supplied at offset %llu of %llu", path, tensors[i].name,
+                             (unsigned long long)nb, (unsigned long long)done, (unsigned long long)want);
+                bytes = NULL;
+            }
+            rc = bytes ? pt_write_all(fd, bytes, nb, path) : -1;
+            done += nb;
+        }
     }
     free(json);
     if (!rc && fsync(fd) != 0) {

@@ -79,11 +79,12 @@ typedef struct {
 // Writes a safetensors file durably (temp file, fsync, rename, dir fsync).
 // Tensors are laid out in the given order; metadata pairs may be NULL.
 int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta);
-// The same with each tensor's bytes supplied as the file is written, in order (tensors[i].data is not read):
-// data(ctx, i) returns tensor i's bytes, valid until the next call, or NULL with the error set (nothing is
-// moved into place). The header needs only the names, dtypes and shapes, so no more than one tensor need be
-// held at a time.
-typedef const void *(*st_data_fn)(void *ctx, int i);
+// The same with each tensor's bytes supplied as the file is written, in order, in pieces (tensors[i].data is
+// not read): data(ctx, i, offset, &nbytes) returns the next bytes of tensor i from byte `offset` on (at least
+// one, at most the rest), valid until the next call, or NULL with the error set (nothing is moved into place);
+// it is called until the tensor's bytes are all written. The header needs only the names, dtypes and shapes,
+// so no more than a piece of one tensor need be held at a time.
+typedef const void *(*st_data_fn)(void *ctx, int i, uint64_t offset, uint64_t *nbytes);
 int st_write_stream(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta,
                     st_data_fn data, void *ctx);
 

@@ -255,12 +255,6 @@ const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name
     return NULL;
 }
 
-size_t qwen3_largest_tensor_numel(const qwen3_model *m) {
-    size_t n = 1;
-    for (int i = 0; i < m->num_tensors; i++) n = PT_MAX(n, m->tensors[i].numel);
-    return n;
-}
-
 int qwen3_tensor_decays(const qwen3_param_info *t) { return t->ndim >= 2; }
 
 // RoPE tables exactly as transformers computes them in fp32:

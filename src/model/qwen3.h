@@ -154,8 +154,6 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T);
 // checkpointing policy (QWEN3_AC_*, every: SELECTIVE's layer frequency): the same carving as the allocation.
 size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every);
 const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name);
-// The element count of the largest parameter tensor (at least 1): the buffer a tensor-by-tensor load or save needs.
-size_t qwen3_largest_tensor_numel(const qwen3_model *m);
 // Whether a tensor gets weight decay (HF Trainer: not norms or biases).
 int qwen3_tensor_decays(const qwen3_param_info *t);
 
