@@ -38,7 +38,7 @@ static int fetch(void *ctx, int i, const qwen3_param_info *t, int64_t row0, int6
         pt_set_error("fetch of %s failed", t->name);
         return -1;
     }
-    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    const size_t cols = (size_t)t->shape[1];
     memcpy(out, f->m->params + t->offset + (size_t)row0 * cols, sizeof(real_t) * (size_t)nrows * cols);
     if (i == f->big_at && last) out[(size_t)nrows * cols - 1] = 70000;
     return 0;

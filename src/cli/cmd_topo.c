@@ -246,10 +246,11 @@ int cmd_topo(int argc, char **argv) {
         pt_backend *ref = pt_backend_cpu_ref_create();  // layout only: nothing is allocated
         qwen3_model fm;
         if (qwen3_create_layout(&fm, &cfg, ref) == 0) {
-            load_b = 4.0 * (double)hf_load_block_numel(&fm, NULL);
+            const double block_b = 4.0 * (double)hf_weight_block_numel(&fm, NULL);
+            load_b = block_b;
             if (cfg.tie_word_embeddings)  // the embedding's block, again
-                load_b += 4.0 * (double)hf_load_block_numel(&fm, "model.embed_tokens.weight");
-            save_b = 2 * 4.0 * (double)hf_load_block_numel(&fm, NULL);
+                load_b += 4.0 * (double)hf_weight_block_numel(&fm, "model.embed_tokens.weight");
+            save_b = 2 * block_b;
             if (device_memory) load_b += 4.0 * (double)plan.shard_numel;
             qwen3_free(&fm);
         }

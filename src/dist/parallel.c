@@ -632,7 +632,7 @@ static int gather_rows(void *ctx, int i, const qwen3_param_info *ft, int64_t row
     pt_comm_gather_bytes(P->world_c, msg, 32 + n * sizeof(real_t), 0, &all, g->counts);
     free(msg);
     if (P->rank == 0) {
-        const int64_t cols = ft->ndim == 2 ? ft->shape[1] : 1;
+        const int64_t cols = ft->shape[1];
         size_t off = 0;
         for (int r = 0; r < P->world; r++) {
             int64_t b[4];

@@ -119,8 +119,7 @@ size_t hf_weight_block_bytes(void) {
 }
 
 int64_t hf_block_rows(const qwen3_param_info *t, size_t block_bytes) {
-    const int64_t cols = t->ndim == 2 ? t->shape[1] : 1;
-    return PT_MAX((int64_t)1, PT_MIN(t->shape[0], (int64_t)(block_bytes / (sizeof(real_t) * (size_t)cols))));
+    return PT_MAX((int64_t)1, PT_MIN(t->shape[0], (int64_t)(block_bytes / (sizeof(real_t) * (size_t)t->shape[1]))));
 }
 
 // The largest block of tensor `name` (NULL: of any tensor), in elements, for blocks of block_bytes.
@@ -129,19 +128,19 @@ static size_t max_block_numel(const qwen3_model *layout, const char *name, size_
     for (int i = 0; i < layout->num_tensors; i++) {
         const qwen3_param_info *t = &layout->tensors[i];
         if (name && strcmp(t->name, name)) continue;
-        n = PT_MAX(n, (size_t)hf_block_rows(t, bb) * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
+        n = PT_MAX(n, (size_t)hf_block_rows(t, bb) * (size_t)t->shape[1]);
     }
     return n;
 }
 
-size_t hf_load_block_numel(const qwen3_model *layout, const char *name) {
+size_t hf_weight_block_numel(const qwen3_model *layout, const char *name) {
     return max_block_numel(layout, name, hf_weight_block_bytes());
 }
 
 // The weights of DIR in the order of m->tensors, with every check of a load: each tensor is looked up in the
 // shard set (tied: the embedding may be stored only as lm_head.weight), its shape checked against the config,
 // read in fp32 into `into` + its offset (a host buffer of m->num_params) or, without `into`, in blocks of
-// whole rows (hf_load_block_numel) into one buffer, reused, each block handed to fn. read 0: names and
+// whole rows (hf_weight_block_numel) into one buffer, reused, each block handed to fn. read 0: names and
 // shapes only (no data read, fn not called).
 static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor_fn fn, void *ctx, int read) {
     shard_set s;
@@ -186,7 +185,7 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
                 lt = NULL;
             }
         }
-        const int64_t rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1, per = hf_block_rows(pi, bb);
+        const int64_t rows = pi->shape[0], cols = pi->shape[1], per = hf_block_rows(pi, bb);
         for (int64_t r0 = 0; r0 < rows; r0 += per) {
             const int64_t nr = PT_MIN(per, rows - r0);
             const size_t n = (size_t)(nr * cols), first = (size_t)(r0 * cols);
@@ -354,7 +353,7 @@ static const void *save_tensor_bytes(void *vctx, int i, uint64_t offset, uint64_
     save_stream *ss = vctx;
     const int k = ss->first + i;
     const qwen3_param_info *ti = &ss->m->tensors[k];
-    const size_t cols = ti->ndim == 2 ? (size_t)ti->shape[1] : 1;
+    const size_t cols = (size_t)ti->shape[1];
     if (!ss->fetch && !ss->conv) {  // host fp32 parameters, written as they are
         *nbytes = ti->numel * ss->es - offset;
         return (const uint8_t *)(ss->m->params + ti->offset) + offset;
@@ -394,7 +393,7 @@ static const void *save_tensor_bytes(void *vctx, int i, uint64_t offset, uint64_
 static int fetch_from_model(void *ctx, int i, const qwen3_param_info *t, int64_t row0, int64_t nrows, real_t *out) {
     (void)i;
     const qwen3_model *m = ctx;
-    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    const size_t cols = (size_t)t->shape[1];
     m->be->download(m->be, out, m->params + t->offset + (size_t)row0 * cols, sizeof(real_t) * (size_t)nrows * cols);
     return 0;
 }

@@ -25,8 +25,9 @@ int hf_model_load_config(qwen3_config *cfg, const char *dir);
 // hashes the blocks as they pass (their bytes in order are the tensor's).
 typedef int (*hf_tensor_fn)(void *ctx, const qwen3_param_info *t, int64_t row0, int64_t nrows, const real_t *data);
 int hf_model_stream_weights(const qwen3_model *layout, const char *dir, hf_tensor_fn fn, void *ctx);
-// The elements of the largest block hf_model_stream_weights holds for tensor `name` (NULL: any tensor).
-size_t hf_load_block_numel(const qwen3_model *layout, const char *name);
+// The elements of the largest block of rows of tensor `name` (NULL: any tensor) the weights stream in,
+// loaded (hf_model_stream_weights) or saved (hf_model_save_streamed), at hf_weight_block_bytes().
+size_t hf_weight_block_numel(const qwen3_model *layout, const char *name);
 // The checks that need no tensor data (every tensor present, its shape the config's), as the load makes them.
 int hf_model_check_weights(const qwen3_model *layout, const char *dir);
 // Writes DIR/config.json and the weights (dtype "float32" or "bfloat16"),

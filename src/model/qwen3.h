@@ -19,7 +19,7 @@ enum {
 typedef struct {
     char name[96];     // HF state-dict name
     int ndim;
-    int64_t shape[2];  // [out, in] for linears
+    int64_t shape[2];  // [out, in] for linears; [n, 1] for 1-D tensors (a row is shape[1] values)
     size_t offset;     // in elements, into the parameter buffer
     size_t numel;
     int layer;         // -1 for embed/final norm/lm_head

@@ -623,7 +623,7 @@ static int prepare_output_dir(const pt_train_args *a) {
     return pt_outdir_clear(a->output_dir, same, !getenv("PT_SUPERVISED_WORKER"));
 }
 
-// Start-up under a mesh: one HF tensor, hashed in layout order and sharded into the parallel runtime.
+// Start-up under a mesh: a block of rows of one HF tensor, hashed in layout order and kept in this rank's shards.
 typedef struct {
     pt_parallel *P;
     pt_sha256 *h;
@@ -631,7 +631,7 @@ typedef struct {
 
 static int stream_block(void *ctx, const qwen3_param_info *t, int64_t row0, int64_t nrows, const real_t *data) {
     stream_ctx *c = ctx;
-    pt_sha256_update(c->h, data, sizeof(real_t) * (size_t)nrows * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
+    pt_sha256_update(c->h, data, sizeof(real_t) * (size_t)nrows * (size_t)t->shape[1]);
     return pt_parallel_load_tensor(c->P, t->name, row0, nrows, data);
 }
 
@@ -702,7 +702,7 @@ int pt_train(const pt_train_args *args) {
     be->tf32 = a->tf32;  // before the first kernel
     if (world) {
         // Distributed: the config and the parameter layout only (no parameters); the weights stream into
-        // this rank's shards below, one tensor at a time, never the whole model per rank.
+        // this rank's shards below, a block of rows at a time, never the whole model per rank.
         qwen3_config cfg;
         if (hf_model_load_config(&cfg, a->model_dir) != 0 || qwen3_create_layout(&model, &cfg, be) != 0 ||
             hf_model_check_weights(&model, a->model_dir) != 0)
