@@ -2,7 +2,8 @@
 # accept/report audit: what a user hits around the suite rather than inside it. A candidate backend with
 # no device is refused before the baseline runs; a rerun into the same --output-dir never leaves an old
 # report next to new runs. A recorded --baseline-run's loader semantics (epoch boundary, drop_last, shuffle) are
-# the suite's.
+# the suite's. The recipe flags accept takes (--gradient-accumulation-steps, --lr-scheduler-type, AdamW's, the
+# loader's) reach every run, are checked before any run, and may not contradict a recorded baseline.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
@@ -34,6 +35,8 @@ check 2 "price_per_hour 1e+300 is above 1e12" -- \
 
 # 2. a rerun into the same --output-dir: first a full suite (ACCEPTED), kept in $T/a
 check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $A --output-dir "$T/a"
+jcheck "$T/a/candidate/train_args.json" "r['lr_scheduler_type']=='cosine' and r['gradient_accumulation_steps']==1 and r['adam_beta1']==0.9 and not r['shuffle']" \
+    "  without recipe flags: accept's cosine and train's defaults"
 # an input inside a directory the suite empties is refused before it is deleted (was: the candidate
 # "did not train", REJECTED, the user's model gone)
 check 2 "portatrain: error: accept: --model $T/a/candidate: lies inside $T/a/candidate, which the suite empties" -- \
@@ -107,5 +110,36 @@ for run in candidate recovery; do
     jcheck "$T/e-hfdl/$run/train_args.json" "r['lr_scheduler_type']=='cosine_with_min_lr' and r['lr_scheduler_kwargs']=={'min_lr_rate': 0.1} and r['gradient_accumulation_steps']==2 and r['adam_beta1']==0.9 and r['adam_beta2']==0.95 and r['adam_epsilon']==1e-7 and r['shuffle'] and r['dataloader_drop_last']" \
         "  hfdl: the $run run trained with them"
 done
+
+# 4. the recipe flags: every run of the suite trains with them and the report names them (was: no such flags;
+#    a recipe other than accept's cosine and train's defaults could only come from a recorded baseline)
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/flags" \
+  --gradient-accumulation-steps 2 --lr-scheduler-type linear --adam-beta1 0.8 --adam-epsilon 1e-6 --shuffle --data-mode packed
+for run in baseline candidate recovery; do
+    jcheck "$T/flags/$run/train_args.json" "r['gradient_accumulation_steps']==2 and r['lr_scheduler_type']=='linear' and r['adam_beta1']==0.8 and r['adam_beta2']==0.999 and r['adam_epsilon']==1e-6 and r['shuffle'] and r['data_mode']=='packed'" \
+        "  the $run run trained with the recipe flags"
+done
+jcheck "$T/flags/report.json" "(s:=r['settings'])['gradient_accumulation_steps']==2 and s['lr_scheduler_type']=='linear' and s['adam_beta1']==0.8 and s['shuffle']" \
+    "  the report names them"
+#    a flag that agrees with the recorded baseline is taken; one that contradicts it is refused before anything
+#    under OUT is emptied (the earlier report stays)
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/agree" --baseline-run "$T/hfdl" \
+  --adam-beta2 0.95 --gradient-accumulation-steps 2 --shuffle
+check 2 "portatrain: error: accept: --adam-beta2 0.999: the --baseline-run $T/hfdl trained with 0.95; every run of the suite must train as the baseline did" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/agree" --baseline-run "$T/hfdl" --adam-beta2 0.999
+check 2 "portatrain: error: accept: --lr-scheduler-type linear: the --baseline-run $T/hfdl trained with cosine_with_min_lr" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/agree" --baseline-run "$T/hfdl" --lr-scheduler-type linear
+check 2 "portatrain: error: accept: --shuffle false: the --baseline-run $T/hfdl trained with true" -- \
+  "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/agree" --baseline-run "$T/hfdl" --shuffle=false
+jcheck "$T/agree/report.json" "r['verdict']=='ACCEPTED'" "  the refused reruns left the earlier report"
+#    values train would refuse are refused before any run, naming the flag
+for bad in "--adam-beta2 1:--adam-beta2 1: must be in \[0, 1)" "--adam-epsilon 0:--adam-epsilon 0: must be > 0" \
+           "--lr-scheduler-type foo:--lr-scheduler-type 'foo' unknown" "--epoch-boundary edge:--epoch-boundary edge: must be hf or wrap" \
+           "--data-mode ragged:--data-mode ragged: must be packed or padded" \
+           "--epoch-boundary wrap --dataloader-drop-last:--dataloader-drop-last needs --epoch-boundary hf" \
+           "--lr-scheduler-type warmup_stable_decay:warmup_stable_decay" "--lr-scheduler-kwargs [1]:--lr-scheduler-kwargs must be a JSON object"; do
+    check 2 "portatrain: error: .*${bad#*:}" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/bad" ${bad%%:*}
+done
+[ ! -e "$T/bad" ] && echo "ok: nothing ran for a bad recipe flag" || { echo "FAIL: ran with a bad recipe flag"; fail=1; }
 
 exit $fail

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "harness/accept.h"
 #include "util/common.h"
+#include "util/json.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -30,9 +31,34 @@ static void help(void) {
            "  --seq-len T (64)  --per-device-train-batch-size B (4)  --learning-rate F (3e-3)\n"
            "  --warmup-steps N (20)  --weight-decay F (0.1)  --max-grad-norm F (1.0)  --seed N (42)\n"
            "  --eval-batches N              batches of 8 windows in the eval (16)\n"
+           "The training recipe, as train's flags (default: a --baseline-run's recorded values, else train's\n"
+           "defaults with --lr-scheduler-type cosine; a value the recorded baseline contradicts is refused):\n"
+           "  --gradient-accumulation-steps N  --lr-scheduler-type S  --lr-scheduler-kwargs JSON\n"
+           "  --adam-beta1 F  --adam-beta2 F  --adam-epsilon F  --epoch-boundary hf|wrap\n"
+           "  --dataloader-drop-last  --shuffle  --data-mode packed|padded\n"
            "  --quiet                       only the verdict and the report path\n\n"
            "Exit status: 0 ACCEPTED, 1 REJECTED, 2 REFUSED (frozen inputs differ) or unusable input.\n"
            "See docs/ACCEPT.md.\n");
+}
+
+// The training recipe's flags, passed to every run as train's (pt_accept_opts.recipe, keyed by HF's names).
+static const struct recipe_flag_t { const char *flag, *key; int type; bool whole; } recipe_flags[] = {
+    {"--gradient-accumulation-steps", "gradient_accumulation_steps", cJSON_Number, true},
+    {"--lr-scheduler-type", "lr_scheduler_type", cJSON_String, false},
+    {"--lr-scheduler-kwargs", "lr_scheduler_kwargs", cJSON_Object, false},
+    {"--adam-beta1", "adam_beta1", cJSON_Number, false},
+    {"--adam-beta2", "adam_beta2", cJSON_Number, false},
+    {"--adam-epsilon", "adam_epsilon", cJSON_Number, false},
+    {"--epoch-boundary", "epoch_boundary", cJSON_String, false},
+    {"--data-mode", "data_mode", cJSON_String, false},
+    {"--shuffle", "shuffle", cJSON_True, false},
+    {"--dataloader-drop-last", "dataloader_drop_last", cJSON_True, false},
+};
+
+static const struct recipe_flag_t *recipe_flag(const char *a) {
+    for (size_t i = 0; i < PT_ARRAY_LEN(recipe_flags); i++)
+        if (!strcmp(a, recipe_flags[i].flag)) return &recipe_flags[i];
+    return NULL;
 }
 
 int cmd_accept(int argc, char **argv) {
@@ -43,6 +69,7 @@ int cmd_accept(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *a;
+    const struct recipe_flag_t *r;
     while ((a = argp_next(&p))) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return 0; }
         else if (!strcmp(a, "--baseline")) base = argp_value(&p);
@@ -68,22 +95,39 @@ int cmd_accept(int argc, char **argv) {
         else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = argp_double(&p);
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
+        else if ((r = recipe_flag(a))) {
+            cJSON *v = r->type == cJSON_Number ? cJSON_CreateNumber(r->whole ? (double)argp_int_range(&p, 1, INT_MAX)
+                                                                             : argp_double(&p))
+                       : r->type == cJSON_True ? cJSON_CreateBool(argp_flag(&p))
+                       : r->type == cJSON_String ? cJSON_CreateString(argp_value(&p)) : cJSON_Parse(argp_value(&p));
+            if (r->type == cJSON_Object && !cJSON_IsObject(v)) {
+                cJSON_Delete(v);
+                cJSON_Delete(o.recipe);
+                return cli_usage_error("accept", "%s must be a JSON object, e.g. '{\"min_lr_rate\": 0.1}'", a);
+            }
+            if (!o.recipe) o.recipe = cJSON_CreateObject();
+            cJSON_DeleteItemFromObjectCaseSensitive(o.recipe, r->key);  // given twice: the last one, as other flags
+            cJSON_AddItemToObject(o.recipe, r->key, v);
+        }
         else if (!strcmp(a, "--test-fault")) o.test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
         else if (!strcmp(a, "--quiet")) o.quiet = argp_flag(&p);
         else return argp_unknown(&p, a);
     }
-    if (!base || !cand) return cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
-    if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
+    int rc;
+    if (!base || !cand) rc = cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
+    else if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
         fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
-        return 2;
+        rc = 2;
+    } else if (o.profile && strcmp(o.profile, "exact") && strcmp(o.profile, "fp32") && strcmp(o.profile, "bf16"))
+        rc = cli_usage_error("accept", "--profile must be exact, fp32 or bf16");
+    else if (o.eval_batches < 1 || o.seq_len < 1 || o.batch < 1)
+        rc = cli_usage_error("accept", "--eval-batches, --seq-len and --per-device-train-batch-size must be positive");
+    else {
+        o.checkpoint_step = ckpt ? ckpt : o.steps / 2;
+        o.recovery_save_steps = rsave ? rsave : (o.steps / 4 > 0 ? o.steps / 4 : 1);
+        rc = pt_accept(&o);
+        if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
     }
-    if (o.profile && strcmp(o.profile, "exact") && strcmp(o.profile, "fp32") && strcmp(o.profile, "bf16"))
-        return cli_usage_error("accept", "--profile must be exact, fp32 or bf16");
-    o.checkpoint_step = ckpt ? ckpt : o.steps / 2;
-    o.recovery_save_steps = rsave ? rsave : (o.steps / 4 > 0 ? o.steps / 4 : 1);
-    if (o.eval_batches < 1 || o.seq_len < 1 || o.batch < 1)
-        return cli_usage_error("accept", "--eval-batches, --seq-len and --per-device-train-batch-size must be positive");
-    const int rc = pt_accept(&o);
-    if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
+    cJSON_Delete(o.recipe);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "harness/compare.h"
 #include "harness/report.h"
+#include "train/schedule.h"
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/hash.h"
@@ -15,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -129,13 +131,13 @@ typedef struct {
     cJSON *phases;      // [{run, phase, seconds, platform}]
     cJSON *reasons;     // verdict reasons
     long tokens;        // tokens trained over the whole experiment
-    // A recorded --baseline-run's settings that accept has no flags for (the data loader's semantics, the LR
-    // schedule, gradient accumulation, AdamW's betas and epsilon): every run of the suite trains with them, as
-    // train's flags (inherit_argv) and as report.json's settings (inherited). Without a recorded baseline:
-    // none, and train's defaults (with accept's cosine schedule) apply.
-    cJSON *inherited;
-    char *inherit_argv[24];
-    int inherit_argc;
+    // The training recipe beyond accept's fixed flags (the data loader's semantics, the LR schedule, gradient
+    // accumulation, AdamW's betas and epsilon): the user's --gradient-accumulation-steps etc., else a recorded
+    // --baseline-run's values, else train's defaults with a cosine schedule. Every run of the suite trains
+    // with it, as train's flags (recipe_argv), and report.json's settings name it.
+    cJSON *recipe;
+    char *recipe_argv[24];
+    int recipe_argc;
 } acc_ctx;
 
 static char *xprintf(const char *fmt, ...) PT_PRINTF(1, 2);
@@ -463,13 +465,12 @@ static void train_args(acc_ctx *c, argbuf *a, const pt_platform *pl, const char 
     ab_num(a, "--per-device-train-batch-size", "%ld", o->batch);
     ab_num(a, "--learning-rate", "%g", o->learning_rate);
     ab_num(a, "--warmup-steps", "%ld", (double)o->warmup_steps);
-    if (!c->inherited) { ab_add(a, "--lr-scheduler-type"); ab_add(a, "cosine"); }
     ab_num(a, "--weight-decay", "%g", o->weight_decay);
     ab_num(a, "--max-grad-norm", "%g", o->max_grad_norm);
     ab_num(a, "--seed", "%ld", (double)o->seed);
     ab_num(a, "--save-steps", "%ld", (double)save_steps);
     ab_num(a, "--save-total-limit", "%ld", 0);
-    for (int i = 0; i < c->inherit_argc; i++) ab_add(a, c->inherit_argv[i]);
+    for (int i = 0; i < c->recipe_argc; i++) ab_add(a, c->recipe_argv[i]);
     ab_add(a, "--quiet");
 }
 
@@ -1197,21 +1198,59 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
     return metrics_load(b->dir, &b->m);
 }
 
-// The recorded baseline's settings that accept has no flags for, which every run of the suite then uses: a
+// The training recipe beyond accept's fixed flags (acc_ctx.recipe). A recorded baseline's values come from its
+// train_args.json (every value it ran with), else manifest.json's frozen hyperparameters; absent loader fields
+// are what runs before those options read: wrap, no drop_last, unshuffled, packed (as compare reads them). A
 // candidate that read other rows, or trained with another schedule or optimizer setting, would be refused by
-// compare as "frozen inputs differ", and the user could not match it from accept (was: a baseline recorded with
-// --epoch-boundary wrap, or before the option existed, whose data ends within the run, or with another
-// --lr-scheduler-type than accept's cosine, always REFUSED). From its train_args.json (every value it ran with),
-// else manifest.json's frozen hyperparameters. Absent loader fields are what runs before those options read:
-// wrap, no drop_last, unshuffled, packed (as compare reads them); train itself checks the values.
-static const struct { const char *key; int type; } inherit_keys[] = {
+// compare as "frozen inputs differ" (was, before the suite inherited them: a baseline recorded with
+// --epoch-boundary wrap whose data ends within the run, or with another schedule, always REFUSED).
+static const struct { const char *key; int type; } recipe_keys[] = {
     {"epoch_boundary", cJSON_String},          {"dataloader_drop_last", cJSON_True}, {"shuffle", cJSON_True},
     {"data_mode", cJSON_String},               {"lr_scheduler_type", cJSON_String},  {"lr_scheduler_kwargs", cJSON_Object},
     {"gradient_accumulation_steps", cJSON_Number}, {"adam_beta1", cJSON_Number},      {"adam_beta2", cJSON_Number},
     {"adam_epsilon", cJSON_Number},
 };
 
-static int baseline_recipe(acc_ctx *c, const char *dir) {
+static const char *type_name(int t) {
+    return t == cJSON_True ? "boolean" : t == cJSON_Number ? "number" : t == cJSON_String ? "string" : "JSON object";
+}
+
+static bool has_type(const cJSON *v, int t) {
+    return t == cJSON_True ? cJSON_IsBool(v) : t == cJSON_Number ? cJSON_IsNumber(v)
+           : t == cJSON_String ? cJSON_IsString(v) : cJSON_IsObject(v);
+}
+
+// A recipe value as its train flag's value is typed: "linear", 0.95, {"min_lr_rate":0.1}, true.
+static char *recipe_value_text(const cJSON *v) {
+    char num[32];
+    if (cJSON_IsString(v)) return pt_strdup(v->valuestring);
+    if (cJSON_IsNumber(v)) { exact_double(num, sizeof num, v->valuedouble); return pt_strdup(num); }
+    if (cJSON_IsBool(v)) return pt_strdup(cJSON_IsTrue(v) ? "true" : "false");
+    return cJSON_PrintUnformatted(v);
+}
+
+// "gradient_accumulation_steps" -> "--gradient-accumulation-steps"
+static char *recipe_flag(const char *key) {
+    char *flag = xprintf("--%s", key);
+    for (char *q = flag + 2; *q; q++)
+        if (*q == '_') *q = '-';
+    return flag;
+}
+
+// Numbers exactly (a beta of 0.95 is not 0.9500000001), the rest structurally.
+static bool same_value(const cJSON *a, const cJSON *b) {
+    if (cJSON_IsNumber(a) && cJSON_IsNumber(b)) return a->valuedouble == b->valuedouble;
+    return cJSON_Compare(a, b, true);
+}
+
+// obj[key] = a copy of v, replacing any value there.
+static void set_item(cJSON *obj, const char *key, const cJSON *v) {
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+    cJSON_AddItemToObject(obj, key, cJSON_Duplicate(v, 1));
+}
+
+// What a recorded --baseline-run trained with: a new object (NULL, no error: it records none of it).
+static cJSON *baseline_recipe(const char *dir) {
     char *p = pt_path_join(dir, "train_args.json");
     cJSON *j = pt_file_exists(p) ? pt_json_parse_file(p) : NULL;
     const cJSON *h = j;
@@ -1221,47 +1260,129 @@ static int baseline_recipe(acc_ctx *c, const char *dir) {
         j = pt_file_exists(p) ? pt_json_parse_file(p) : NULL;
         h = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "frozen"), "hyperparameters");
     }
-    int rc = 0;
+    cJSON *r = NULL;
     if (cJSON_IsObject(h)) {
-        c->inherited = cJSON_CreateObject();
-        cJSON_AddStringToObject(c->inherited, "epoch_boundary", "wrap");  // the pre-option defaults
-        cJSON_AddBoolToObject(c->inherited, "dataloader_drop_last", false);
-        cJSON_AddBoolToObject(c->inherited, "shuffle", false);
-        cJSON_AddStringToObject(c->inherited, "data_mode", "packed");
-        for (size_t i = 0; i < PT_ARRAY_LEN(inherit_keys) && rc == 0; i++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, inherit_keys[i].key);
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "epoch_boundary", "wrap");  // the pre-option defaults
+        cJSON_AddBoolToObject(r, "dataloader_drop_last", false);
+        cJSON_AddBoolToObject(r, "shuffle", false);
+        cJSON_AddStringToObject(r, "data_mode", "packed");
+        for (size_t i = 0; i < PT_ARRAY_LEN(recipe_keys); i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, recipe_keys[i].key);
             if (!v) continue;
-            const int t = inherit_keys[i].type;
-            if (t == cJSON_True ? !cJSON_IsBool(v) : t == cJSON_Number ? !cJSON_IsNumber(v)
-                : t == cJSON_String ? !cJSON_IsString(v) : !cJSON_IsObject(v)) {
-                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, inherit_keys[i].key,
-                             t == cJSON_True ? "boolean" : t == cJSON_Number ? "number" : t == cJSON_String ? "string"
-                                                                                             : "JSON object");
-                rc = -1;
+            if (!has_type(v, recipe_keys[i].type)) {
+                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, recipe_keys[i].key,
+                             type_name(recipe_keys[i].type));
+                cJSON_Delete(r);
+                r = NULL;
                 break;
             }
-            cJSON_DeleteItemFromObjectCaseSensitive(c->inherited, inherit_keys[i].key);
-            cJSON_AddItemToObject(c->inherited, inherit_keys[i].key, cJSON_Duplicate(v, 1));
-        }
-        // as train's flags: --epoch-boundary wrap, --shuffle (true only), --adam-beta1 0.9, ...
-        const cJSON *v;
-        cJSON_ArrayForEach(v, c->inherited) {
-            if (rc != 0 || c->inherit_argc + 2 > (int)PT_ARRAY_LEN(c->inherit_argv)) break;
-            if (cJSON_IsFalse(v)) continue;
-            char *flag = xprintf("--%s", v->string);
-            for (char *q = flag + 2; *q; q++)
-                if (*q == '_') *q = '-';
-            c->inherit_argv[c->inherit_argc++] = flag;
-            if (cJSON_IsTrue(v)) continue;
-            char num[32];
-            if (cJSON_IsNumber(v)) exact_double(num, sizeof num, v->valuedouble);
-            c->inherit_argv[c->inherit_argc++] = cJSON_IsString(v) ? pt_strdup(v->valuestring)
-                                                 : cJSON_IsNumber(v) ? pt_strdup(num) : cJSON_PrintUnformatted(v);
+            set_item(r, recipe_keys[i].key, v);
         }
     }
     cJSON_Delete(j);
     free(p);
+    return r;
+}
+
+static void free_recipe(acc_ctx *c) {
+    cJSON_Delete(c->recipe);
+    for (int i = 0; i < c->recipe_argc; i++) free(c->recipe_argv[i]);
+    c->recipe = NULL;
+    c->recipe_argc = 0;
+}
+
+// The recipe's values as train would check them, now rather than in a child after the baseline has trained.
+static int check_recipe(const pt_accept_opts *o, const cJSON *r) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, r) {
+        const char *k = v->string;
+        char *flag = recipe_flag(k), *text = recipe_value_text(v);
+        const double x = cJSON_IsNumber(v) ? v->valuedouble : 0;
+        const char *why = NULL;
+        if (!strcmp(k, "gradient_accumulation_steps") && !(x >= 1 && x <= INT_MAX && x == floor(x)))
+            why = "must be a whole number >= 1";
+        else if ((!strcmp(k, "adam_beta1") || !strcmp(k, "adam_beta2")) && !(x >= 0 && x < 1))
+            why = "must be in [0, 1)";
+        else if (!strcmp(k, "adam_epsilon") && !(x > 0 && isfinite(x)))
+            why = "must be > 0";
+        else if (!strcmp(k, "epoch_boundary") && strcmp(v->valuestring, "hf") && strcmp(v->valuestring, "wrap"))
+            why = "must be hf or wrap";
+        else if (!strcmp(k, "data_mode") && strcmp(v->valuestring, "packed") && strcmp(v->valuestring, "padded"))
+            why = "must be packed or padded";
+        if (why) pt_set_error("accept: %s %s: %s", flag, text, why);
+        free(flag);
+        free(text);
+        if (why) return -1;
+    }
+    const cJSON *eb = cJSON_GetObjectItemCaseSensitive(r, "epoch_boundary");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "dataloader_drop_last")) && cJSON_IsString(eb) &&
+        !strcmp(eb->valuestring, "wrap")) {
+        pt_set_error("accept: --dataloader-drop-last needs --epoch-boundary hf (wrap has no epoch ends to drop)");
+        return -1;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(r, "lr_scheduler_type");
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(r, "lr_scheduler_kwargs");
+    char *kwargs = kw ? cJSON_PrintUnformatted(kw) : NULL;
+    pt_lr_schedule sched;
+    int rc = pt_lr_schedule_parse(&sched, type ? type->valuestring : "linear", kwargs, o->learning_rate);
+    if (rc == 0) rc = pt_lr_schedule_check(&sched, o->learning_rate, o->warmup_steps, o->steps);
+    if (rc != 0) pt_prefix_error("accept: ");
+    free(kwargs);
     return rc;
+}
+
+// c->recipe and its train flags: the user's recipe flags over the recorded baseline's (base_dir; which they
+// must not contradict) or over accept's default (a cosine schedule; train's defaults for the rest).
+static int build_recipe(acc_ctx *c, const char *base_dir) {
+    const cJSON *user = c->o->recipe;
+    cJSON *r = NULL;
+    if (base_dir) {
+        pt_clear_error();
+        r = baseline_recipe(base_dir);
+        if (!r && pt_has_error()) return -1;
+    }
+    const bool recorded = r != NULL;  // else (no baseline, or one that records none of it) accept's default
+    if (!r) {
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "lr_scheduler_type", "cosine");
+    }
+    const cJSON *u;
+    cJSON_ArrayForEach(u, user) {
+        bool known = false;
+        for (size_t i = 0; i < PT_ARRAY_LEN(recipe_keys); i++)
+            if (!strcmp(recipe_keys[i].key, u->string)) known = has_type(u, recipe_keys[i].type);
+        if (!known) {  // a caller's bug (the CLI only sets these keys), not the user's
+            pt_set_error("accept: recipe key '%s' is not a training recipe setting of its type", u->string);
+            cJSON_Delete(r);
+            return -1;
+        }
+        const cJSON *rec = cJSON_GetObjectItemCaseSensitive(r, u->string);
+        if (recorded && rec && !same_value(rec, u)) {
+            char *flag = recipe_flag(u->string), *given = recipe_value_text(u), *had = recipe_value_text(rec);
+            pt_set_error("accept: %s %s: the --baseline-run %s trained with %s; every run of the suite must train as "
+                         "the baseline did (drop the flag to inherit it, or record a new baseline)",
+                         flag, given, base_dir, had);
+            free(flag); free(given); free(had);
+            cJSON_Delete(r);
+            return -1;
+        }
+        set_item(r, u->string, u);
+    }
+    c->recipe = r;
+    if (check_recipe(c->o, r) != 0) return -1;
+    // as train's flags: --epoch-boundary wrap, --shuffle (true only), --adam-beta1 0.9, ...
+    const cJSON *v;
+    cJSON_ArrayForEach(v, c->recipe) {
+        if (cJSON_IsFalse(v)) continue;  // train's default for both of its boolean flags
+        if (c->recipe_argc + 2 > (int)PT_ARRAY_LEN(c->recipe_argv)) {
+            pt_set_error("accept: too many training recipe settings");
+            return -1;
+        }
+        c->recipe_argv[c->recipe_argc++] = recipe_flag(v->string);
+        if (!cJSON_IsTrue(v)) c->recipe_argv[c->recipe_argc++] = recipe_value_text(v);
+    }
+    return 0;
 }
 
 // Whether path (an existing file or dir) lies inside dir (or is it). A dir
@@ -1368,7 +1489,13 @@ int pt_accept(const pt_accept_opts *o) {
     // The running image itself, even if the file was rebuilt meanwhile.
     snprintf(c.exe, sizeof c.exe, "/proc/self/exe");
     if (access(c.exe, X_OK) != 0) { pt_set_error("accept: cannot re-execute portatrain (/proc/self/exe): %s", strerror(errno)); cJSON_Delete(prices); return 2; }
-    if (pt_mkdir_p(o->output_dir) != 0) { cJSON_Delete(prices); return 2; }
+    // The recipe is checked before anything under OUT is emptied: a flag the recorded baseline contradicts
+    // loses no earlier report.
+    if (build_recipe(&c, o->baseline_run) != 0 || pt_mkdir_p(o->output_dir) != 0) {
+        free_recipe(&c);
+        cJSON_Delete(prices);
+        return 2;
+    }
     c.out = realpath(o->output_dir, NULL);
     for (size_t i = 0; i < PT_ARRAY_LEN(old_files); i++) {
         char *f = pt_path_join(c.out, old_files[i]);
@@ -1400,7 +1527,7 @@ int pt_accept(const pt_accept_opts *o) {
     // 1. frozen inputs and both runs
     if (prepare_model(&c) != 0) goto unusable;
     if (o->baseline_run) {
-        if (adopt_baseline(&c, &base) != 0 || baseline_recipe(&c, base.dir) != 0) goto unusable;
+        if (adopt_baseline(&c, &base) != 0) goto unusable;
         char *ev = pt_path_join(base.dir, "eval.json");
         const bool have = pt_file_exists(ev);
         free(ev);
@@ -1498,7 +1625,6 @@ judged:;
         cJSON_AddNumberToObject(set, "per_device_train_batch_size", o->batch);
         cJSON_AddNumberToObject(set, "learning_rate", o->learning_rate);
         cJSON_AddNumberToObject(set, "warmup_steps", (double)o->warmup_steps);
-        if (!c.inherited) cJSON_AddStringToObject(set, "lr_scheduler_type", "cosine");
         cJSON_AddNumberToObject(set, "weight_decay", o->weight_decay);
         cJSON_AddNumberToObject(set, "max_grad_norm", o->max_grad_norm);
         cJSON_AddNumberToObject(set, "checkpoint_step", (double)o->checkpoint_step);
@@ -1506,8 +1632,8 @@ judged:;
         cJSON_AddStringToObject(set, "model", c.model ? c.model : "");
         cJSON_AddStringToObject(set, "train_data", o->train_data);
         cJSON_AddStringToObject(set, "eval_data", o->eval_data);
-        const cJSON *iv;  // the recorded baseline's, which every run used
-        cJSON_ArrayForEach(iv, c.inherited) cJSON_AddItemToObject(set, iv->string, cJSON_Duplicate(iv, 1));
+        const cJSON *iv;  // the recipe every run trained with
+        cJSON_ArrayForEach(iv, c.recipe) cJSON_AddItemToObject(set, iv->string, cJSON_Duplicate(iv, 1));
         if (cmp) cJSON_AddItemToObject(rep, "convergence", convergence_section(cmp, &base, &cand));
         cJSON *curves = cJSON_AddObjectToObject(rep, "curves");
         cJSON_AddItemToObject(curves, "baseline", curve_of(&base.m));
@@ -1562,8 +1688,7 @@ done:
     free(cand.dir);
     free(c.model);
     free(c.logs);
-    cJSON_Delete(c.inherited);
-    for (int i = 0; i < c.inherit_argc; i++) free(c.inherit_argv[i]);
+    free_recipe(&c);
     free(c.out);
     return verdict;
 }

@@ -37,6 +37,11 @@ typedef struct {
     double learning_rate, weight_decay, max_grad_norm;
     long warmup_steps;
     uint64_t seed;               // training seed; also picks the kill step
+    // The training recipe beyond the flags above, as train's flags with HF's names for keys (e.g.
+    // "gradient_accumulation_steps": 2, "lr_scheduler_type": "linear", "shuffle": true): every run of the
+    // suite trains with it. NULL or absent keys: a --baseline-run's recorded values, else train's defaults
+    // with a cosine schedule. A key that differs from the recorded baseline's is refused (exit 2).
+    struct cJSON *recipe;
     const char *test_fault;      // test-only: "corrupt-checkpoint"
     bool quiet;
 } pt_accept_opts;
