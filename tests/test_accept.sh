@@ -72,7 +72,7 @@ else echo "ok: a CUDA device is present (no no-device refusal to check)"; fi
 check 2 "backend 'tpu' is not built into this binary (available: cpu-ref" -- \
   "$B" accept --baseline cpu-ref --candidate tpu:fp32 --output-dir "$T/x"
 check 2 "unknown part 'fp16'" -- "$B" accept --baseline cpu-ref --candidate cpu:fp16 --output-dir "$T/x"
-check 2 "tp=2 dp=1 fsdp=1 is not supported" -- "$B" accept --baseline cpu-ref --candidate cpu:tp=2 --output-dir "$T/x"
+check 2 "platform cpu:fsdp=3 splits each batch over 3 data ranks" -- "$B" accept --baseline cpu-ref --candidate cpu:fsdp=3 --output-dir "$T/x"
 check 2 "unknown part 'zz=1'" -- "$B" accept --baseline cpu-ref --candidate cpu:zz=1 --output-dir "$T/x"
 check 2 "nope.json" -- "$B" accept --baseline cpu-ref --candidate cpu --price-table "$T/nope.json" --output-dir "$T/x"
 echo '{"entries":[{"id":"x","unit":"core-hour","price_per_hour":1}],"backends":{"cpu-ref":{"entry":"x","units":"threads"},"cpu":{"entry":"x","units":"threads"}}}' >"$T/p.json"

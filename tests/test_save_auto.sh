@@ -9,15 +9,17 @@ fail=0
 "$B" init --config "$S/configs/tiny.json" --output-dir "$T/m" --seed 42 >/dev/null 2>&1 || exit 1
 F="--model $T/m --data $S/data/demo/shards/train --max-steps 24 --seq-len 32 --per-device-train-batch-size 2
    --learning-rate 1e-3 --backend cpu --quiet"
-# MTBF 0.001 h = 3.6 s: with ~0.2-0.5 s saves the optimum is a few steps, so several saves happen.
-"$B" train $F --output-dir "$T/o" --save-steps auto --mtbf-hours 0.001 2>"$T/err" || { echo "FAIL: train"; cat "$T/err"; exit 1; }
+# MTBF 0.0001 h = 0.36 s: Daly's interval is then at most 0.36 s (about 0.23 s for a 0.13 s save), a few steps
+# of ~0.03 s, so several saves happen in 24 steps. (Was 0.001 h: on a machine that saves in 0.12 s and steps
+# in 0.029 s the interval came to 29 steps, after the end of the run.)
+"$B" train $F --output-dir "$T/o" --save-steps auto --mtbf-hours 0.0001 2>"$T/err" || { echo "FAIL: train"; cat "$T/err"; exit 1; }
 python3 - "$T/o/metrics.jsonl" "$T/o" <<'PY' || fail=1
 import json, math, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 saves = [r for r in rows if "save_time_s" in r]
 assert saves and saves[0]["step"] == 5, f"probe save at step 5, got {[r['step'] for r in saves]}"
 assert len(saves) >= 2, f"more than the probe: {[r['step'] for r in saves]}"
-M = 0.001 * 3600
+M = 0.0001 * 3600
 for i, r in enumerate(saves):
     C = r["save_time_s"]
     times = [x["step_time_s"] for x in rows if 1 < x["step"] <= r["step"]]

@@ -1,12 +1,13 @@
 // cpu: the fast CPU backend (issue 5), selected with `--backend cpu`.
 //
 // Design (details and measurements in docs/PERF_NOTES.md):
-// - Matmuls through OpenBLAS cblas_sgemm, always SINGLE-threaded inside our
-//   own OpenMP tasks (one thread pool for the whole step, no OpenBLAS worker
-//   threads spinning against ours). A matmul is split into one output block
-//   per thread (rows first), each computed with the full K by one sgemm call,
-//   so no sum depends on the split (see gemm()). PT_CPU_GEMM=openblas hands
-//   whole matmuls to OpenBLAS's own threads instead (for comparison only).
+// - Matmuls through oneDNN's sgemm (OpenBLAS's where the build has no oneDNN),
+//   always SINGLE-threaded inside our own OpenMP tasks (one thread pool for
+//   the whole step, no library worker threads spinning against ours). A
+//   matmul is split into fixed output blocks of its shape alone, each computed
+//   with the full K by one sgemm call, so no sum depends on the thread count
+//   (see gemm()). PT_CPU_GEMM=split: OpenBLAS, one block per thread;
+//   PT_CPU_GEMM=openblas: OpenBLAS's own threads (for comparison only).
 // - The fixed-shape tile products of the lm_head and attention run on
 //   oneDNN's sgemm where the build has it (faster there; see sgemm_tile()).
 // - lm_head + cross-entropy in chunks of rows x vocabulary tiles: the [N x V]
@@ -93,6 +94,8 @@ typedef struct {
     scratch xent, xstat, xpart, att, rms, ss;
     int gemm_openblas;  // PT_CPU_GEMM=openblas: OpenBLAS threads instead of our split
     int tile_onednn;    // tile products on oneDNN's sgemm (PT_CPU_TILE_SGEMM=openblas: 0)
+    int gemm_onednn;    // gemm() in fixed blocks of oneDNN's sgemm (default with oneDNN; PT_CPU_GEMM=split: 0)
+    int gemm_bm, gemm_bn;  // those blocks: rows x columns of the output (PT_CPU_GEMM_BLOCK, 256x512)
     int xent_rows, xent_tile;
     pt_dnnl *dnnl;                  // bf16 matmuls (NULL: none on this CPU/build; bf16 runs on sgemm)
     scratch b16a, b16b, xg16;       // packed bf16 operands of the current matmul / xent chunk
@@ -287,7 +290,15 @@ static inline void sgemm_tile(const cpu_impl *im, int ta, int tb, int M, int N, 
     sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-// Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, split in output blocks
+// Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C.
+// Default (oneDNN built in, x86-64): output blocks of a fixed 256 x 512 (PT_CPU_GEMM_BLOCK), set by the shape
+// alone, each one single-threaded dnnl_sgemm call with the full K, spread over our OpenMP threads. oneDNN's
+// summation order depends on a block's shape, and the blocks never depend on the thread count, so results
+// stay bitwise identical across OMP_NUM_THREADS. Why not OpenBLAS: its kernel is picked at load time by CPU
+// detection or OPENBLAS_CORETYPE, and 0.3.21 runs an AVX-512 Zen 5 VM (whose environment set
+// OPENBLAS_CORETYPE=Haswell) at 241 GFLOP/s against oneDNN's 486; a 0.6b-4l step went from 2052 to 1674 ms
+// (docs/PERF_NOTES.md, 2026-12-06). Blocks of 256 x 256 took 1793 ms, 512 x 512 1695.
+// PT_CPU_GEMM=split (or a build without oneDNN): split in output blocks
 // over our OpenMP threads (single-threaded OpenBLAS inside), one block per
 // thread: rows first (pm blocks of >= 64 rows), then columns when there are
 // more threads than row blocks. Every output element is computed by one
@@ -309,6 +320,18 @@ static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const 
         openblas_set_num_threads(nth);
         sgemm1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         openblas_set_num_threads(1);
+        return;
+    }
+    if (im->gemm_onednn) {  // fixed blocks of the shape alone, one oneDNN call each
+        const int bm = im->gemm_bm, bn = im->gemm_bn;
+        const int pm = (M + bm - 1) / bm, pn = (N + bn - 1) / bn;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int t = 0; t < pm * pn; t++) {
+            const int m0 = (t / pn) * bm, m1 = PT_MIN(M, m0 + bm), n0 = (t % pn) * bn, n1 = PT_MIN(N, n0 + bn);
+            const float *Ab = ta ? A + m0 : A + (size_t)m0 * lda;
+            const float *Bb = tb ? B + (size_t)n0 * ldb : B + n0;
+            sgemm_tile(im, ta, tb, m1 - m0, n1 - n0, K, Ab, lda, Bb, ldb, beta, C + (size_t)m0 * ldc + n0, ldc);
+        }
         return;
     }
     int nb = (int)PT_MIN((double)nth, flops / 16e6);
@@ -1290,6 +1313,15 @@ pt_backend *pt_backend_cpu_create(void) {
     (void)tg;
 #endif
     im->profile = env_int("PT_CPU_PROFILE", 0, 0, 1);
+    im->gemm_onednn = im->tile_onednn && !(gm && (!strcmp(gm, "split") || !strcmp(gm, "openblas")));
+    im->gemm_bm = 256;
+    im->gemm_bn = 512;
+    const char *gb = getenv("PT_CPU_GEMM_BLOCK");
+    if (gb && *gb && (sscanf(gb, "%dx%d", &im->gemm_bm, &im->gemm_bn) != 2 || im->gemm_bm < 16 || im->gemm_bn < 16)) {
+        fprintf(stderr, "warning: PT_CPU_GEMM_BLOCK=%s: expected ROWSxCOLS, both >= 16; using 256x512\n", gb);
+        im->gemm_bm = 256;
+        im->gemm_bn = 512;
+    }
     im->xent_rows = env_int("PT_CPU_XENT_ROWS", 512, 1, 1 << 20);
     im->xent_tile = env_int("PT_CPU_XENT_TILE", 2048, 16, 1 << 24);
     openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm
@@ -1306,9 +1338,14 @@ pt_backend *pt_backend_cpu_create(void) {
     // PT_CPU_BF16_GEMM=sgemm: bf16 matmuls on the fp32 sgemm path (the fallback of CPUs without bf16 units).
     const char *bg = getenv("PT_CPU_BF16_GEMM");
     im->dnnl = bg && !strcmp(bg, "sgemm") ? NULL : pt_dnnl_create();
+    char gemm_desc[64];
+    if (im->gemm_onednn) snprintf(gemm_desc, sizeof gemm_desc, "oneDNN in %dx%d blocks", im->gemm_bm, im->gemm_bn);
+    else snprintf(gemm_desc, sizeof gemm_desc, "%s", im->gemm_openblas ? "OpenBLAS threads" : "OpenBLAS per thread");
     snprintf(be->device, sizeof be->device,
-             "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, tile sgemm: %s, bf16 matmuls: %s)",
-             simd_level(), openblas_get_corename(), omp_get_max_threads(), im->tile_onednn ? "oneDNN" : "OpenBLAS",
+             "host CPU (fast kernels: %s, OpenBLAS %s, %d OpenMP threads, matmuls: %s, tile sgemm: %s, bf16 "
+             "matmuls: %s)",
+             simd_level(), openblas_get_corename(), omp_get_max_threads(), gemm_desc,
+             im->tile_onednn ? "oneDNN" : "OpenBLAS",
              im->dnnl ? pt_dnnl_impl(im->dnnl) : "sgemm");
     be->alloc = cpu_alloc;
     be->free = cpu_free;

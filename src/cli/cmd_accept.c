@@ -13,6 +13,8 @@ static void help(void) {
            "SPEC = backend[:fp32|:bf16][:tf32][:tp=N][:dp=N][:fsdp=N], e.g. cpu-ref:fp32, cpu:fp32, cpu:bf16,\n"
            "cuda:fp32:tf32 (tf32: train --tf32, judged with the bf16 profile)\n"
            "(bf16: --precision bf16 runs, compared with the bf16 profile; docs/PRECISION.md).\n"
+           "tp/dp/fsdp: the platform's runs are MPI jobs of tp x dp x fsdp ranks (--launcher), on the same global\n"
+           "batch: --per-device-train-batch-size is split over the fsdp x dp data ranks.\n"
            "Runs baseline and candidate from the same frozen inputs, compares them, resumes each from the\n"
            "other's mid-run checkpoint, kills the candidate's worker at a seeded random step and measures the\n"
            "recovery, prices every phase, and writes OUTPUT/report.{html,md,json}.\n\n"
@@ -27,6 +29,8 @@ static void help(void) {
            "  --train-data SHARD --eval-data SHARD   (data/demo/shards/train, data/demo/shards/eval)\n"
            "  --baseline-run DIR            reuse a recorded baseline run; its frozen inputs must match\n"
            "  --price-table FILE            prices per device-hour with source and date (configs/prices.json)\n"
+           "  --launcher CMD                starts a layout's ranks: CMD -np N portatrain train ... (mpirun;\n"
+           "                                e.g. 'mpirun --oversubscribe', 'mpirun --hostfile hosts')\n"
            "  --profile exact|fp32|bf16     tolerance profile (default: exact for the same platform, else fp32)\n"
            "  --seq-len T (64)  --per-device-train-batch-size B (4)  --learning-rate F (3e-3)\n"
            "  --warmup-steps N (20)  --weight-decay F (0.1)  --max-grad-norm F (1.0)  --seed N (42)\n"
@@ -86,6 +90,7 @@ int cmd_accept(int argc, char **argv) {
         else if (!strcmp(a, "--eval-data")) o.eval_data = argp_value(&p);
         else if (!strcmp(a, "--baseline-run")) o.baseline_run = argp_value(&p);
         else if (!strcmp(a, "--price-table")) o.price_table = argp_value(&p);
+        else if (!strcmp(a, "--launcher")) o.launcher = argp_value(&p);
         else if (!strcmp(a, "--profile")) o.profile = argp_value(&p);
         else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int_range(&p, 1, INT_MAX);

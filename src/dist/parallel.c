@@ -410,21 +410,25 @@ static void box_from_rows(const float *rows, int64_t row0, int64_t nrows, const 
                sizeof(float) * (size_t)t->sshape[1]);
 }
 
+// The plan's tensor called name, or NULL. The search starts at index `from`: callers that walk the tensors in
+// the layout's order pass where the last one was found, so that a model's load or save stays linear.
+static const pt_plan_tensor *plan_tensor(const pt_plan *plan, const char *name, int from) {
+    for (int k = 0; k < plan->nt; k++) {
+        const int i = ((from + k) % plan->nt + plan->nt) % plan->nt;
+        if (!strcmp(plan->t[i].name, name)) return &plan->t[i];
+    }
+    return NULL;
+}
+
 int pt_parallel_load_tensor(pt_parallel *P, const char *name, int64_t row0, int64_t nrows, const float *rows) {
     // tensors come in the layout's order, a block of rows at a time: the one of the last block first, then
     // the ones after it
-    const pt_plan_tensor *t = NULL;
-    for (int k = 0; k <= P->plan.nt && !t; k++) {
-        const int i = (P->load_next - 1 + k + P->plan.nt) % P->plan.nt;
-        if (!strcmp(P->plan.t[i].name, name)) {
-            t = &P->plan.t[i];
-            P->load_next = i + 1;
-        }
-    }
+    const pt_plan_tensor *t = plan_tensor(&P->plan, name, P->load_next - 1);
     if (!t) {
         pt_set_error("tensor \"%s\" is not a parameter of this model", name);
         return -1;
     }
+    P->load_next = (int)(t - P->plan.t) + 1;
     // Host backends: straight into the shards (zero-filled, padding included); others: a host copy of the
     // shards, uploaded by pt_parallel_load_done.
     float *shard = P->p;
@@ -609,12 +613,9 @@ typedef struct {
 } hf_gather;
 
 static int gather_rows(void *ctx, int i, const qwen3_param_info *ft, int64_t row0, int64_t nrows, real_t *out) {
-    (void)i;
     hf_gather *g = ctx;
     pt_parallel *P = g->P;
-    const pt_plan_tensor *t = NULL;
-    for (int k = 0; k < P->plan.nt && !t; k++)
-        if (!strcmp(P->plan.t[k].name, ft->name)) t = &P->plan.t[k];
+    const pt_plan_tensor *t = plan_tensor(&P->plan, ft->name, i);  // the plan lists the layout's tensors in order
     // this rank's rows of the block: its box's rows [soff0, soff0 + sshape0) within [row0, row0 + nrows)
     int64_t r0 = 0, r1 = 0;
     if (t && counts_once(P, t)) {

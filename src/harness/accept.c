@@ -5,6 +5,7 @@
 #include "harness/accept.h"
 
 #include "backend/backend.h"
+#include "dist/comm.h"
 #include "harness/compare.h"
 #include "harness/report.h"
 #include "train/schedule.h"
@@ -86,14 +87,19 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
         pt_prefix_error("platform SPEC '%s': ", spec);
         return -1;
     }
-    if (p->tp * p->dp * p->fsdp != 1) {
-        pt_set_error("platform SPEC '%s': parallel layout tp=%d dp=%d fsdp=%d is not supported by accept yet "
-                     "(single-process platforms; train a layout under mpirun and judge it with `portatrain compare`)",
-                     spec, p->tp, p->dp, p->fsdp);
+    if ((long)p->tp * p->dp * p->fsdp > 4096) {
+        pt_set_error("platform SPEC '%s': tp x dp x fsdp = %ld ranks, more than 4096", spec, (long)p->tp * p->dp * p->fsdp);
+        return -1;
+    }
+    if (pt_platform_ranks(p) > 1 && !pt_comm_has_mpi()) {
+        pt_set_error("platform SPEC '%s': a parallel layout runs its ranks under MPI, and this build has no MPI "
+                     "(scripts/deps.sh installs Open MPI)", spec);
         return -1;
     }
     return 0;
 }
+
+int pt_platform_ranks(const pt_platform *p) { return p->tp * p->dp * p->fsdp; }
 
 static void layout_text(const pt_platform *p, char *out, size_t n) {
     snprintf(out, n, "tp=%d dp=%d fsdp=%d", p->tp, p->dp, p->fsdp);
@@ -108,6 +114,7 @@ void pt_accept_defaults(pt_accept_opts *o) {
     o->train_data = "data/demo/shards/train";
     o->eval_data = "data/demo/shards/eval";
     o->price_table = "configs/prices.json";
+    o->launcher = "mpirun";
     o->steps = 100;
     o->seq_len = 64;
     o->batch = 4;
@@ -124,6 +131,7 @@ void pt_accept_defaults(pt_accept_opts *o) {
 typedef struct {
     const pt_accept_opts *o;
     char exe[4096];
+    char exe_path[4096];  // the binary's path, for a launcher that starts it on every rank
     char *out;          // report dir
     char *logs;         // OUT/logs
     char *model;        // initial model dir
@@ -182,6 +190,8 @@ static void add_phase(acc_ctx *c, const char *run, const pt_platform *pl, const 
     cJSON_AddStringToObject(p, "billed_to", pl == &c->o->candidate ? "candidate" : "baseline");
     cJSON_AddStringToObject(p, "phase", phase);
     cJSON_AddNumberToObject(p, "seconds", seconds);
+    // the processes it held: a layout's training runs one per rank; eval and the shared init are one
+    cJSON_AddNumberToObject(p, "ranks", strcmp(phase, "eval") && pl->tp > 0 ? pt_platform_ranks(pl) : 1);
     cJSON_AddItemToArray(c->phases, p);
 }
 
@@ -357,17 +367,25 @@ static char *log_error(const char *log_path) {
     return pt_strdup(*err ? err : *last ? last : "no output");
 }
 
-// Runs `portatrain ARGS...` with stdout to stdout_path (or the log) and
-// stderr to the log. Returns the exit status (or 128+signal), -1 if it
-// could not start; *wall = seconds it ran.
+// Runs `portatrain ARGS...` (ranks > 1: `LAUNCHER -np RANKS portatrain ARGS...`) with stdout to stdout_path
+// (or the log) and stderr to the log. Returns the exit status (or 128+signal), -1 if it could not start;
+// *wall = seconds it ran.
 static int run_child(acc_ctx *c, const char *label, const char *log_name, const char *stdout_path,
-                     const progress_src *prog, double *wall, char **args) {
+                     const progress_src *prog, double *wall, int ranks, char **args) {
     char *log_path = xprintf("%s/%s.log", c->logs, log_name);
     int n = 0;
     while (args[n]) n++;
-    char **argv = pt_calloc((size_t)n + 2, sizeof *argv);
-    argv[0] = "portatrain";
-    for (int i = 0; i < n; i++) argv[i + 1] = args[i];
+    char *words = ranks > 1 ? pt_strdup(c->o->launcher) : NULL, np[16];
+    snprintf(np, sizeof np, "%d", ranks);
+    char **argv = pt_calloc((size_t)n + 4 + (words ? strlen(words) : 0), sizeof *argv);
+    int k = 0;
+    for (char *sv = NULL, *w = words ? strtok_r(words, " \t", &sv) : NULL; w; w = strtok_r(NULL, " \t", &sv)) argv[k++] = w;
+    if (words) {  // every rank starts the binary by its path (/proc/self/exe would be the launcher's daemon)
+        argv[k++] = "-np";
+        argv[k++] = np;
+        argv[k++] = c->exe_path;
+    } else argv[k++] = "portatrain";
+    for (int i = 0; i < n; i++) argv[k++] = args[i];
     FILE *cmd = fopen(log_path, "w");
     if (cmd) {
         fprintf(cmd, "$");
@@ -395,7 +413,8 @@ static int run_child(acc_ctx *c, const char *label, const char *log_name, const 
         dup2(lf, 2);
         int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0) dup2(nul, 0);
-        execv(c->exe, argv);
+        if (words) execvp(argv[0], argv);
+        else execv(c->exe, argv);
         _exit(127);
     }
     int status = 0;
@@ -414,6 +433,7 @@ static int run_child(acc_ctx *c, const char *label, const char *log_name, const 
     *wall = pt_now_s() - t0;
     draw_progress(c, label, prog, *wall, true);
     free(argv);
+    free(words);
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (rc != 0) {
         char *e = log_error(log_path);
@@ -431,7 +451,7 @@ static int run_child(acc_ctx *c, const char *label, const char *log_name, const 
 typedef struct {
     char *v[96];  // ~60 at most: the fixed flags, a baseline's inherited ones, resume or supervision
     int n;
-    char num[16][32];
+    char num[24][32];
     int nn;
 } argbuf;
 
@@ -444,7 +464,7 @@ static void exact_double(char *buf, size_t n, double x) {
 
 static void ab_num(argbuf *a, const char *flag, const char *fmt, double x) {
     ab_add(a, flag);
-    char *slot = a->num[a->nn++ % 16];
+    char *slot = a->num[a->nn++ % 24];
     if (!strcmp(fmt, "%ld")) snprintf(slot, 32, "%ld", (long)x);
     else exact_double(slot, 32, x);
     ab_add(a, slot);
@@ -462,7 +482,13 @@ static void train_args(acc_ctx *c, argbuf *a, const pt_platform *pl, const char 
     if (pl->tf32) ab_add(a, "--tf32");
     ab_num(a, "--max-steps", "%ld", (double)o->steps);
     ab_num(a, "--seq-len", "%ld", o->seq_len);
-    ab_num(a, "--per-device-train-batch-size", "%ld", o->batch);
+    // every platform trains on the same global batch: a layout's data ranks (fsdp x dp) share it
+    ab_num(a, "--per-device-train-batch-size", "%ld", o->batch / (pl->fsdp * pl->dp));
+    if (pt_platform_ranks(pl) > 1) {
+        ab_num(a, "--tp", "%ld", pl->tp);
+        ab_num(a, "--fsdp", "%ld", pl->fsdp);
+        ab_num(a, "--dp", "%ld", pl->dp);
+    }
     ab_num(a, "--learning-rate", "%g", o->learning_rate);
     ab_num(a, "--warmup-steps", "%ld", (double)o->warmup_steps);
     ab_num(a, "--weight-decay", "%g", o->weight_decay);
@@ -653,7 +679,7 @@ static int train_run(acc_ctx *c, run_t *r, long save_steps) {
     pr.metrics = mp;
     remove_tree(r->dir);
     double wall;
-    const int rc = run_child(c, label, r->role, NULL, &pr, &wall, a.v);
+    const int rc = run_child(c, label, r->role, NULL, &pr, &wall, pt_platform_ranks(r->pl), a.v);
     free(mp);
     // A run that failed part-way was still paid for: its steps are billed and
     // its curve kept (a candidate that crashed at step 90 of 100 cost 90 steps).
@@ -699,7 +725,7 @@ static int eval_run(acc_ctx *c, run_t *r, const char *model_dir, const char *pha
     snprintf(logn, sizeof logn, "eval_%s", r->role);
     progress_src pr = {NULL, 0, 0};
     double wall;
-    int rc = run_child(c, label, logn, out, &pr, &wall, args);
+    int rc = run_child(c, label, logn, out, &pr, &wall, 1, args);
     add_phase(c, phase_run, r->pl, "eval", wall);
     if (rc == 0) {
         cJSON *j = pt_json_parse_file(out);
@@ -761,7 +787,7 @@ static cJSON *portability(acc_ctx *c, run_t *writer, const pt_platform *reader, 
         char *mp = pt_path_join(cont, "metrics.jsonl");
         progress_src pr = {mp, M, c->o->steps};
         double wall;
-        const int rc = run_child(c, label, name, NULL, &pr, &wall, a.v);
+        const int rc = run_child(c, label, name, NULL, &pr, &wall, pt_platform_ranks(reader), a.v);
         free(mp);
         add_phase(c, name, reader, "portability", wall);
         metrics_t cm = {0};
@@ -854,14 +880,18 @@ static cJSON *recovery(acc_ctx *c, run_t *cand) {
     snprintf(inject, sizeof inject, "kill:step=%ld", S);
     ab_add(&a, "--supervise");
     ab_add(&a, "--inject"); ab_add(&a, inject);
+    // a layout: the supervisor runs the MPI job (rank 0 is killed); -np tells it the world size
+    char *launch = pt_platform_ranks(cand->pl) > 1 ? xprintf("%s -np %d", o->launcher, pt_platform_ranks(cand->pl)) : NULL;
+    if (launch) { ab_add(&a, "--launcher"); ab_add(&a, launch); }
     ab_add(&a, "--max-restarts"); ab_add(&a, "3");
     char label[128];
     snprintf(label, sizeof label, "recovery %s (kill at step %ld)", cand->pl->text, S);
     char *mp = pt_path_join(dir, "metrics.jsonl");
     progress_src pr = {mp, 0, o->steps};
     double wall;
-    const int rc = run_child(c, label, "recovery", NULL, &pr, &wall, a.v);
+    const int rc = run_child(c, label, "recovery", NULL, &pr, &wall, 1, a.v);
     free(mp);
+    free(launch);
     bool ok = false;
     char detail[1024] = "";
     cJSON *rj = NULL;
@@ -1002,16 +1032,18 @@ static cJSON *cost_section(acc_ctx *c, const cJSON *table, const pt_platform *ba
         const price_t *p = !strcmp(cJSON_GetObjectItemCaseSensitive(ph, "billed_to")->valuestring, "candidate") ? &pc : &pb;
         const char *run = cJSON_GetObjectItemCaseSensitive(ph, "run")->valuestring;
         const char *phase = cJSON_GetObjectItemCaseSensitive(ph, "phase")->valuestring;
-        const double hours = jnum(ph, "seconds") / 3600.0, per_hour = p->price * p->units, cost_i = hours * per_hour;
+        const double ranks = jnum(ph, "ranks");
+        const double hours = jnum(ph, "seconds") / 3600.0, per_hour = p->price * p->units * ranks, cost_i = hours * per_hour;
         cJSON *r = cJSON_CreateObject();
         char item[160], dev[300];
         snprintf(item, sizeof item, "%s %s", run, phase);
-        if (!strcmp(p->unit, "core-hour")) snprintf(dev, sizeof dev, "%s (%g cores)", cpu, p->units);
-        else snprintf(dev, sizeof dev, "%s (%g x %s)", p->device, p->units, p->unit);
+        if (!strcmp(p->unit, "core-hour")) snprintf(dev, sizeof dev, "%s (%g cores)", cpu, p->units * ranks);
+        else snprintf(dev, sizeof dev, "%s (%g x %s)", p->device, p->units * ranks, p->unit);
         cJSON_AddStringToObject(r, "item", item);
         cJSON_AddStringToObject(r, "platform", pl);
         cJSON_AddStringToObject(r, "device", dev);
         cJSON_AddStringToObject(r, "phase", phase);
+        cJSON_AddNumberToObject(r, "ranks", ranks);
         cJSON_AddNumberToObject(r, "hours", hours);
         cJSON_AddNumberToObject(r, "price_per_hour", per_hour);
         cJSON_AddStringToObject(r, "price_entry", p->id);
@@ -1039,13 +1071,16 @@ static cJSON *run_identity(const run_t *r, const char *cpu, int threads) {
     cJSON *j = cJSON_CreateObject();
     char lay[64], dev[320];
     layout_text(r->pl, lay, sizeof lay);
-    snprintf(dev, sizeof dev, "%s (%d threads)", cpu, threads);
+    const int ranks = pt_platform_ranks(r->pl);
+    if (ranks > 1) snprintf(dev, sizeof dev, "%s (%d ranks x %d threads)", cpu, ranks, threads);
+    else snprintf(dev, sizeof dev, "%s (%d threads)", cpu, threads);
     cJSON_AddStringToObject(j, "spec", r->pl->text);
     cJSON_AddStringToObject(j, "run_dir", r->dir);
     cJSON_AddStringToObject(j, "backend", r->pl->backend);
     cJSON_AddStringToObject(j, "device", dev);
     cJSON_AddStringToObject(j, "precision", r->pl->precision);
     cJSON_AddStringToObject(j, "layout", lay);
+    cJSON_AddNumberToObject(j, "ranks", ranks);
     cJSON_AddNumberToObject(j, "steps", r->m.n ? (double)r->m.rows[r->m.n - 1].step : 0);
     // run-time kernel compilation (device backends: manifest platform.compile)
     char *mp = pt_path_join(r->dir, "manifest.json");
@@ -1153,7 +1188,7 @@ static int prepare_model(acc_ctx *c) {
     progress_src pr = {NULL, 0, 0};
     double wall;
     static const pt_platform shared = {.text = "shared"};
-    if (run_child(c, "init (seeded weights)", "init", NULL, &pr, &wall, args) != 0) return -1;
+    if (run_child(c, "init (seeded weights)", "init", NULL, &pr, &wall, 1, args) != 0) return -1;
     add_phase(c, "init", &shared, "start-up", wall);
     const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
     for (size_t i = 0; i < PT_ARRAY_LEN(files); i++) {
@@ -1439,6 +1474,23 @@ static int input_inside_output(const pt_accept_opts *o) {
     return 0;
 }
 
+// Whether the launcher's first word is an executable (a path, or a name on PATH).
+static bool launcher_found(const char *launcher) {
+    char prog[512];
+    if (!launcher || sscanf(launcher, " %511s", prog) != 1) return false;
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    char *dirs = pt_strdup(path ? path : "/usr/bin:/bin");
+    bool found = false;
+    for (char *sv = NULL, *d = strtok_r(dirs, ":", &sv); d && !found; d = strtok_r(NULL, ":", &sv)) {
+        char *f = pt_path_join(d, prog);
+        found = access(f, X_OK) == 0;
+        free(f);
+    }
+    free(dirs);
+    return found;
+}
+
 static int check_opts(const pt_accept_opts *o) {
     if (!o->output_dir || !*o->output_dir) { pt_set_error("accept: --output-dir is empty"); return -1; }
     if (baseline_inside_output(o) != 0) return -1;
@@ -1460,6 +1512,22 @@ static int check_opts(const pt_accept_opts *o) {
         }
     if (!o->model_dir && !pt_file_exists(o->config_path)) { pt_set_error("accept: --config %s: not found", o->config_path); return -1; }
     if (o->model_dir && !pt_is_dir(o->model_dir)) { pt_set_error("accept: --model %s: not a directory", o->model_dir); return -1; }
+    const pt_platform *pls[] = {&o->baseline, &o->candidate};
+    for (int i = 0; i < 2; i++) {
+        const int data = pls[i]->fsdp * pls[i]->dp;
+        if (o->batch % data != 0) {
+            pt_set_error("accept: --per-device-train-batch-size %d: platform %s splits each batch over %d data ranks "
+                         "(fsdp x dp), which do not divide it (every platform trains on the same global batch)",
+                         o->batch, pls[i]->text, data);
+            return -1;
+        }
+        if (pt_platform_ranks(pls[i]) > 1 && !launcher_found(o->launcher)) {
+            pt_set_error("accept: --launcher '%s': not found on PATH (platform %s runs %d ranks with it; "
+                         "scripts/deps.sh installs Open MPI's mpirun)", o->launcher ? o->launcher : "",
+                         pls[i]->text, pt_platform_ranks(pls[i]));
+            return -1;
+        }
+    }
     if (o->test_fault && strcmp(o->test_fault, "corrupt-checkpoint")) {
         pt_set_error("accept: --test-fault %s: the only test fault is corrupt-checkpoint", o->test_fault);
         return -1;
@@ -1489,6 +1557,8 @@ int pt_accept(const pt_accept_opts *o) {
     // The running image itself, even if the file was rebuilt meanwhile.
     snprintf(c.exe, sizeof c.exe, "/proc/self/exe");
     if (access(c.exe, X_OK) != 0) { pt_set_error("accept: cannot re-execute portatrain (/proc/self/exe): %s", strerror(errno)); cJSON_Delete(prices); return 2; }
+    const ssize_t el = readlink(c.exe, c.exe_path, sizeof c.exe_path - 1);
+    c.exe_path[el > 0 ? el : 0] = 0;
     // The recipe is checked before anything under OUT is emptied: a flag the recorded baseline contradicts
     // loses no earlier report.
     if (build_recipe(&c, o->baseline_run) != 0 || pt_mkdir_p(o->output_dir) != 0) {

@@ -18,6 +18,8 @@ typedef struct {
 // 0, or -1 with an error naming the SPEC (unknown backend, precision or
 // layout this build cannot run).
 int pt_platform_parse(const char *spec, pt_platform *out);
+// tp x dp x fsdp: the ranks its runs start (1: a single process).
+int pt_platform_ranks(const pt_platform *p);
 
 typedef struct {
     pt_platform baseline, candidate;
@@ -29,11 +31,12 @@ typedef struct {
     const char *train_data, *eval_data;
     const char *baseline_run;    // reuse a recorded baseline run (its frozen inputs must match)
     const char *price_table;     // configs/prices.json
+    const char *launcher;        // starts a layout's ranks: LAUNCHER -np N portatrain train ... ("mpirun")
     const char *profile;         // NULL: exact for the same platform, else by precision
     long steps;                  // training steps per run
     long checkpoint_step;        // the mid-run checkpoint used for portability
     long recovery_save_steps;    // checkpoint interval of the recovery run
-    int seq_len, batch, eval_batches;
+    int seq_len, batch, eval_batches;  // batch: per step and micro-batch, over all data ranks (fsdp x dp)
     double learning_rate, weight_decay, max_grad_norm;
     long warmup_steps;
     uint64_t seed;               // training seed; also picks the kill step

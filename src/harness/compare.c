@@ -96,6 +96,25 @@ static void default_epochs(cJSON *o) {
     if (!cJSON_GetObjectItemCaseSensitive(o, "epoch_boundary")) cJSON_AddStringToObject(o, "epoch_boundary", "wrap");
     if (!cJSON_GetObjectItemCaseSensitive(o, "dataloader_drop_last")) cJSON_AddFalseToObject(o, "dataloader_drop_last");
 }
+// A manifest's per_device_train_batch_size, replaced by global_micro_batch_size = it x fsdp x dp of the
+// run's layout (platform.parallel; absent: one process): a single process with 4 rows a micro-step and FSDP2
+// with 2 a rank read the same rows, so they are the same experiment on two platforms (docs/COMPARE.md). Returns
+// the per-rank value (to list as an allowed difference), or NULL when there is none.
+static cJSON *global_micro_batch(cJSON *hyper, const cJSON *platform) {
+    cJSON *b = cJSON_DetachItemFromObjectCaseSensitive(hyper, "per_device_train_batch_size");
+    if (!b) return NULL;
+    if (!cJSON_IsNumber(b)) {  // not ours to judge: diffed as it stands
+        cJSON_AddItemToObject(hyper, "per_device_train_batch_size", b);
+        return NULL;
+    }
+    const cJSON *par = cJSON_GetObjectItemCaseSensitive(platform, "parallel");
+    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(par, "fsdp"), *dp = cJSON_GetObjectItemCaseSensitive(par, "dp");
+    const double ranks = (cJSON_IsNumber(fs) && fs->valuedouble >= 1 ? fs->valuedouble : 1) *
+                         (cJSON_IsNumber(dp) && dp->valuedouble >= 1 ? dp->valuedouble : 1);
+    cJSON_AddNumberToObject(hyper, "global_micro_batch_size", b->valuedouble * ranks);
+    return b;
+}
+
 static cJSON *load_args(const char *dir) {
     cJSON *j = load_json_in(dir, "train_args.json");
     default_epochs(j);
@@ -177,8 +196,17 @@ static cJSON *frozen_inputs(const pt_runlog *A, const pt_runlog *B, int *refuse)
     if (cJSON_IsObject(fa) && cJSON_IsObject(fb)) {
         cJSON_AddBoolToObject(fi, "verified", 1);
         cJSON_AddStringToObject(fi, "source", "manifest.json");
-        default_epochs(cJSON_GetObjectItemCaseSensitive(fa, "hyperparameters"));
-        default_epochs(cJSON_GetObjectItemCaseSensitive(fb, "hyperparameters"));
+        cJSON *ha = cJSON_GetObjectItemCaseSensitive(fa, "hyperparameters"),
+              *hb = cJSON_GetObjectItemCaseSensitive(fb, "hyperparameters");
+        default_epochs(ha);
+        default_epochs(hb);
+        // the per-rank batch is the layout's; the rows a micro-step reads over all ranks are the experiment's
+        cJSON *pa = global_micro_batch(ha, cJSON_GetObjectItemCaseSensitive(ma, "platform")),
+              *pb = global_micro_batch(hb, cJSON_GetObjectItemCaseSensitive(mb, "platform"));
+        if (pa && pb && pa->valuedouble != pb->valuedouble)
+            add_diff(allowed, "frozen.hyperparameters.per_device_train_batch_size", pa, pb);
+        cJSON_Delete(pa);
+        cJSON_Delete(pb);
         json_diff(fa, fb, "frozen", diff);
         *refuse = cJSON_GetArraySize(diff) > 0;
         static const char *free_parts[] = {"format", "version", "platform", "software", "run"};

@@ -237,17 +237,18 @@ static cJSON *device_json(void) {
     return d;
 }
 
-static cJSON *platform_json(const pt_train_args *a, const char *backend, const char *device) {
+static cJSON *platform_json(const pt_train_args *a, const char *backend, const char *device, const int layout[3]) {
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "backend", backend ? backend : "");
     if (device && *device) cJSON_AddStringToObject(p, "backend_device", device);
     else cJSON_AddNullToObject(p, "backend_device");
     cJSON_AddStringToObject(p, "precision", a->precision ? a->precision : "fp32");
     cJSON *par = cJSON_AddObjectToObject(p, "parallel");
-    cJSON_AddNumberToObject(par, "tp", 1);
-    cJSON_AddNumberToObject(par, "dp", 1);
-    cJSON_AddNumberToObject(par, "fsdp", 1);
-    cJSON_AddNumberToObject(p, "world_size", 1);
+    const int tp = layout ? layout[0] : 1, fsdp = layout ? layout[1] : 1, dp = layout ? layout[2] : 1;
+    cJSON_AddNumberToObject(par, "tp", tp);
+    cJSON_AddNumberToObject(par, "dp", dp);
+    cJSON_AddNumberToObject(par, "fsdp", fsdp);
+    cJSON_AddNumberToObject(p, "world_size", tp * fsdp * dp);
     cJSON *ranks = cJSON_AddArrayToObject(p, "ranks");
     cJSON *r0 = cJSON_CreateObject();
     char host[256] = "";
@@ -285,7 +286,8 @@ static cJSON *software_json(void) {
     return s;
 }
 
-cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows) {
+cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows,
+                         const int layout[3]) {
     cJSON *frozen = frozen_json(a, epochs_change_rows);
     if (!frozen) {
         pt_prefix_error("manifest: ");
@@ -301,7 +303,7 @@ cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     cJSON_AddStringToObject(m, "created_utc", ts);
     cJSON_AddItemToObject(m, "frozen", frozen);
-    cJSON_AddItemToObject(m, "platform", platform_json(a, backend, device));
+    cJSON_AddItemToObject(m, "platform", platform_json(a, backend, device, layout));
     cJSON_AddItemToObject(m, "software", software_json());
     cJSON *run = cJSON_AddObjectToObject(m, "run");
     cJSON_AddStringToObject(run, "output_dir", a->output_dir);
@@ -312,8 +314,9 @@ cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char
     return m;
 }
 
-int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows) {
-    cJSON *m = pt_manifest_build(a, backend, device, epochs_change_rows);
+int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows,
+                      const int layout[3]) {
+    cJSON *m = pt_manifest_build(a, backend, device, epochs_change_rows, layout);
     if (!m) return -1;
     char *p = pt_path_join(a->output_dir, PT_MANIFEST_FILE);
     int rc = pt_json_write_file(p, m);  // errors name the path

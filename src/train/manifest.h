@@ -45,9 +45,12 @@
 // epochs_change_rows (pt_loader_epochs_change_rows): whether the epoch boundaries change the rows the run reads;
 // only then are epoch_boundary and dataloader_drop_last frozen inputs (recorded), so a run that reads the same
 // rows either way compares with runs recorded before the choice existed (which have neither field).
-cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows);
+// layout: {tp, fsdp, dp} of a distributed run (platform.parallel, world_size); NULL: one process.
+cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows,
+                         const int layout[3]);
 // Builds it and writes OUTPUT/manifest.json atomically; 0 or -1 (error set).
-int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows);
+int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows,
+                      const int layout[3]);
 // Adds "platform.compile" {compile_s, cache_hits, cache_misses,
 // recompilations} from be->compile_stats to OUTPUT/manifest.json (rewritten
 // atomically) at the end of a run on a backend that compiles kernels at run time;

@@ -868,7 +868,10 @@ setup_done:
         free(p);
         cJSON_Delete(aj);
         if (wrc) goto done;
-        if (pt_manifest_write(a, be->name, be->device, pt_loader_epochs_change_rows(loader, (uint64_t)a->max_steps)) != 0)
+        const pt_mesh *mm = g_par ? pt_parallel_mesh(g_par) : NULL;
+        const int layout[3] = {mm ? mm->tp : 1, mm ? mm->fsdp : 1, mm ? mm->dp : 1};
+        if (pt_manifest_write(a, be->name, be->device, pt_loader_epochs_change_rows(loader, (uint64_t)a->max_steps),
+                              layout) != 0)
             goto done;  // OUTPUT/manifest.json (train/manifest.h)
         mpath = pt_path_join(a->output_dir, "metrics.jsonl");
         metrics = open_metrics(mpath, start_step, ckpt_record);
