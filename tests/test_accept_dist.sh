@@ -29,8 +29,9 @@ jcheck "$T/f/report.json" "r['candidate']['ranks']==2 and r['candidate']['layout
     "  the report names the candidate's layout and ranks"
 jcheck "$T/f/report.json" "r['convergence']['profile']=='fp32' and all(p['ok'] for p in r['portability'])" \
     "  judged with the fp32 profile; its checkpoints restore both ways (resharded)"
-jcheck "$T/f/report.json" "(x:=r['recovery'])['ok'] and x['restarts']>=1 and x['final_weights_identical']" \
-    "  the killed MPI job recovered, bit-identical to the uninterrupted candidate"
+jcheck "$T/f/report.json" "(x:=r['recovery'])['ok'] and x['restarts']>=1 and x['final_weights_identical'] and x['fault_rank'] in (0, 1)" \
+    "  the MPI job whose rank was killed recovered, bit-identical to the uninterrupted candidate"
+grep -q -- "--inject kill:rank=[01]:step=" "$T/f/logs/recovery.log" && echo "ok:   one rank was killed" || { echo "FAIL: no one-rank kill in the recovery's command"; fail=1; }
 # billing: a candidate phase holds 2 ranks at the same per-rank price as the baseline's single process
 jcheck "$T/f/report.json" "(rows:={x['item']: x for x in r['cost']['rows']}) and rows['candidate training']['ranks']==2 and rows['baseline training']['ranks']==1 and abs(rows['candidate training']['price_per_hour']-2*rows['baseline training']['price_per_hour'])<1e-12 and rows['candidate eval']['ranks']==1" \
     "  the candidate's training is billed for 2 ranks, its eval for 1"

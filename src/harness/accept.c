@@ -877,11 +877,16 @@ static cJSON *recovery(acc_ctx *c, run_t *cand) {
     argbuf a;
     train_args(c, &a, cand->pl, dir, R);
     char inject[64];
-    snprintf(inject, sizeof inject, "kill:step=%ld", S);
+    const int world = pt_platform_ranks(cand->pl);
+    if (world > 1) {  // one worker fails: a rank drawn from the seed, as the step is
+        const int R = (int)(splitmix64(o->seed ^ 0x72616e6bull) % (uint64_t)world);
+        snprintf(inject, sizeof inject, "kill:rank=%d:step=%ld", R, S);
+        cJSON_AddNumberToObject(r, "fault_rank", R);
+    } else snprintf(inject, sizeof inject, "kill:step=%ld", S);
     ab_add(&a, "--supervise");
     ab_add(&a, "--inject"); ab_add(&a, inject);
-    // a layout: the supervisor runs the MPI job (rank 0 is killed); -np tells it the world size
-    char *launch = pt_platform_ranks(cand->pl) > 1 ? xprintf("%s -np %d", o->launcher, pt_platform_ranks(cand->pl)) : NULL;
+    // a layout: the supervisor runs the MPI job, which ends when its killed rank dies; -np tells it the world size
+    char *launch = world > 1 ? xprintf("%s -np %d", o->launcher, world) : NULL;
     if (launch) { ab_add(&a, "--launcher"); ab_add(&a, launch); }
     ab_add(&a, "--max-restarts"); ab_add(&a, "3");
     char label[128];
