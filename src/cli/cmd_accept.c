@@ -45,23 +45,14 @@ static void help(void) {
            "See docs/ACCEPT.md.\n");
 }
 
-// The training recipe's flags, passed to every run as train's (pt_accept_opts.recipe, keyed by HF's names).
-static const struct recipe_flag_t { const char *flag, *key; int type; bool whole; } recipe_flags[] = {
-    {"--gradient-accumulation-steps", "gradient_accumulation_steps", cJSON_Number, true},
-    {"--lr-scheduler-type", "lr_scheduler_type", cJSON_String, false},
-    {"--lr-scheduler-kwargs", "lr_scheduler_kwargs", cJSON_Object, false},
-    {"--adam-beta1", "adam_beta1", cJSON_Number, false},
-    {"--adam-beta2", "adam_beta2", cJSON_Number, false},
-    {"--adam-epsilon", "adam_epsilon", cJSON_Number, false},
-    {"--epoch-boundary", "epoch_boundary", cJSON_String, false},
-    {"--data-mode", "data_mode", cJSON_String, false},
-    {"--shuffle", "shuffle", cJSON_True, false},
-    {"--dataloader-drop-last", "dataloader_drop_last", cJSON_True, false},
-};
-
-static const struct recipe_flag_t *recipe_flag(const char *a) {
-    for (size_t i = 0; i < PT_ARRAY_LEN(recipe_flags); i++)
-        if (!strcmp(a, recipe_flags[i].flag)) return &recipe_flags[i];
+// The recipe setting whose train flag is `a` ("--adam-beta2" is adam_beta2), or NULL.
+static const pt_recipe_key *recipe_key_of(const char *a) {
+    if (strncmp(a, "--", 2) != 0) return NULL;
+    for (int i = 0; i < pt_accept_recipe_nkeys; i++) {
+        const char *k = pt_accept_recipe_keys[i].key, *f = a + 2;
+        while (*k && (*f == *k || (*f == '-' && *k == '_'))) f++, k++;
+        if (!*k && !*f) return &pt_accept_recipe_keys[i];
+    }
     return NULL;
 }
 
@@ -73,7 +64,7 @@ int cmd_accept(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *a;
-    const struct recipe_flag_t *r;
+    const pt_recipe_key *r;
     while ((a = argp_next(&p))) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return 0; }
         else if (!strcmp(a, "--baseline")) base = argp_value(&p);
@@ -100,9 +91,10 @@ int cmd_accept(int argc, char **argv) {
         else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = argp_double(&p);
         else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
         else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
-        else if ((r = recipe_flag(a))) {
-            cJSON *v = r->type == cJSON_Number ? cJSON_CreateNumber(r->whole ? (double)argp_int_range(&p, 1, INT_MAX)
-                                                                             : argp_double(&p))
+        else if ((r = recipe_key_of(a))) {
+            const bool whole = !strcmp(r->key, "gradient_accumulation_steps");
+            cJSON *v = r->type == cJSON_Number ? cJSON_CreateNumber(whole ? (double)argp_int_range(&p, 1, INT_MAX)
+                                                                          : argp_double(&p))
                        : r->type == cJSON_True ? cJSON_CreateBool(argp_flag(&p))
                        : r->type == cJSON_String ? cJSON_CreateString(argp_value(&p)) : cJSON_Parse(argp_value(&p));
             if (r->type == cJSON_Object && !cJSON_IsObject(v)) {

@@ -1244,12 +1244,13 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
 // candidate that read other rows, or trained with another schedule or optimizer setting, would be refused by
 // compare as "frozen inputs differ" (was, before the suite inherited them: a baseline recorded with
 // --epoch-boundary wrap whose data ends within the run, or with another schedule, always REFUSED).
-static const struct { const char *key; int type; } recipe_keys[] = {
+const pt_recipe_key pt_accept_recipe_keys[] = {
     {"epoch_boundary", cJSON_String},          {"dataloader_drop_last", cJSON_True}, {"shuffle", cJSON_True},
     {"data_mode", cJSON_String},               {"lr_scheduler_type", cJSON_String},  {"lr_scheduler_kwargs", cJSON_Object},
     {"gradient_accumulation_steps", cJSON_Number}, {"adam_beta1", cJSON_Number},      {"adam_beta2", cJSON_Number},
     {"adam_epsilon", cJSON_Number},
 };
+const int pt_accept_recipe_nkeys = (int)PT_ARRAY_LEN(pt_accept_recipe_keys);
 
 static const char *type_name(int t) {
     return t == cJSON_True ? "boolean" : t == cJSON_Number ? "number" : t == cJSON_String ? "string" : "JSON object";
@@ -1307,17 +1308,17 @@ static cJSON *baseline_recipe(const char *dir) {
         cJSON_AddBoolToObject(r, "dataloader_drop_last", false);
         cJSON_AddBoolToObject(r, "shuffle", false);
         cJSON_AddStringToObject(r, "data_mode", "packed");
-        for (size_t i = 0; i < PT_ARRAY_LEN(recipe_keys); i++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, recipe_keys[i].key);
+        for (int i = 0; i < pt_accept_recipe_nkeys; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, pt_accept_recipe_keys[i].key);
             if (!v) continue;
-            if (!has_type(v, recipe_keys[i].type)) {
-                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, recipe_keys[i].key,
-                             type_name(recipe_keys[i].type));
+            if (!has_type(v, pt_accept_recipe_keys[i].type)) {
+                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, pt_accept_recipe_keys[i].key,
+                             type_name(pt_accept_recipe_keys[i].type));
                 cJSON_Delete(r);
                 r = NULL;
                 break;
             }
-            set_item(r, recipe_keys[i].key, v);
+            set_item(r, pt_accept_recipe_keys[i].key, v);
         }
     }
     cJSON_Delete(j);
@@ -1390,8 +1391,8 @@ static int build_recipe(acc_ctx *c, const char *base_dir) {
     const cJSON *u;
     cJSON_ArrayForEach(u, user) {
         bool known = false;
-        for (size_t i = 0; i < PT_ARRAY_LEN(recipe_keys); i++)
-            if (!strcmp(recipe_keys[i].key, u->string)) known = has_type(u, recipe_keys[i].type);
+        for (int i = 0; i < pt_accept_recipe_nkeys; i++)
+            if (!strcmp(pt_accept_recipe_keys[i].key, u->string)) known = has_type(u, pt_accept_recipe_keys[i].type);
         if (!known) {  // a caller's bug (the CLI only sets these keys), not the user's
             pt_set_error("accept: recipe key '%s' is not a training recipe setting of its type", u->string);
             cJSON_Delete(r);
