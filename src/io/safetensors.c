@@ -39,171 +39,198 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
 }
 
-int st_parse(st_file *f, const uint8_t *data, size_t size, const char *what) {
-    memset(f, 0, sizeof *f);
-    f->path = pt_strdup(what);
-    f->map = data;
-    f->size = size;
+// The 8-byte header length and its bounds; sets f->data_start.
+static int parse_header_len(st_file *f, const uint8_t *data, size_t size, const char *what) {
     if (size < 8) {
         pt_set_error("%s: file too small for a safetensors header (%zu bytes)", what, size);
-        goto fail;
+        return -1;
     }
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | data[i];
     if (n > ST_MAX_HEADER) {
         pt_set_error("%s: header length %llu exceeds the %u-byte limit", what, (unsigned long long)n, ST_MAX_HEADER);
-        goto fail;
+        return -1;
     }
     if (n > size - 8) {
         pt_set_error("%s: header length %llu runs past the end of the file (%zu bytes): truncated header", what,
                      (unsigned long long)n, size);
-        goto fail;
+        return -1;
     }
     f->data_start = 8 + (size_t)n;
-    const uint64_t data_len = size - f->data_start;
     if (n == 0 || data[8] != '{') {
         pt_set_error("%s: header is not a JSON object", what);
-        goto fail;
+        return -1;
     }
-    cJSON *root = pt_json_parse((const char *)data + 8, (size_t)n, what);
-    if (!root) goto fail;
+    return 0;
+}
+
+static int parse_metadata(st_file *f, const cJSON *it, const char *what) {
+    if (f->meta_keys) {
+        pt_set_error("%s: duplicate __metadata__", what);
+        return -1;
+    }
+    if (!cJSON_IsObject(it)) {
+        pt_set_error("%s: __metadata__ must be an object of strings", what);
+        return -1;
+    }
+    int m = cJSON_GetArraySize(it);
+    f->meta_keys = pt_calloc(m ? m : 1, sizeof(char *));
+    f->meta_values = pt_calloc(m ? m : 1, sizeof(char *));
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, it) {
+        if (!cJSON_IsString(kv)) {
+            pt_set_error("%s: __metadata__ value of \"%s\" is not a string", what, kv->string);
+            return -1;
+        }
+        f->meta_keys[f->num_meta] = pt_strdup(kv->string);
+        f->meta_values[f->num_meta++] = pt_strdup(kv->valuestring);
+    }
+    return 0;
+}
+
+// dtype and shape of a tensor entry; *overflow is set when the element count does not fit 64 bits.
+static int parse_dtype_shape(st_tensor *t, const cJSON *it, bool *overflow, const char *what) {
+    const char *name = t->name;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
+    if (!cJSON_IsString(dt) || st_dtype_parse(dt->valuestring, &t->dtype) != 0) {
+        pt_set_error("%s: tensor \"%s\": missing or unknown dtype%s%s", what, name, cJSON_IsString(dt) ? " " : "",
+                     cJSON_IsString(dt) ? dt->valuestring : "");
+        return -1;
+    }
+    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS) {
+        pt_set_error("%s: tensor \"%s\": shape must be an array of at most %d integers", what, name, ST_MAX_DIMS);
+        return -1;
+    }
+    uint64_t numel = 1;
+    *overflow = false;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, sh) {
+        double v = cJSON_IsNumber(d) ? d->valuedouble : -1;
+        if (v < 0 || v != floor(v) || v > 9.0e15) {
+            pt_set_error("%s: tensor \"%s\": shape entries must be non-negative integers", what, name);
+            return -1;
+        }
+        t->shape[t->ndim++] = (int64_t)v;
+        if (v != 0 && numel > UINT64_MAX / (uint64_t)v) *overflow = true;
+        numel *= (uint64_t)v;
+    }
+    t->numel = numel;
+    return 0;
+}
+
+// data_offsets of a tensor entry, checked against its dtype x shape and the data section.
+static int parse_offsets(st_tensor *t, const cJSON *it, bool overflow, uint64_t data_len, const char *what) {
+    const char *name = t->name;
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
+    if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(of, 0)) ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(of, 1))) {
+        pt_set_error("%s: tensor \"%s\": data_offsets must be [begin, end]", what, name);
+        return -1;
+    }
+    double b = cJSON_GetArrayItem(of, 0)->valuedouble, e = cJSON_GetArrayItem(of, 1)->valuedouble;
+    if (b < 0 || e < b || b != floor(b) || e != floor(e) || e > 1.8e19) {
+        pt_set_error("%s: tensor \"%s\": invalid data_offsets [%.0f, %.0f]", what, name, b, e);
+        return -1;
+    }
+    t->begin = (uint64_t)b;
+    t->end = (uint64_t)e;
+    const uint64_t numel = t->numel;
+    size_t es = st_dtype_size(t->dtype);
+    if (overflow || numel > UINT64_MAX / es || t->end - t->begin != numel * es) {
+        pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) is %llu bytes but shape x %s needs %llu", what,
+                     name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                     (unsigned long long)(t->end - t->begin), st_dtype_name(t->dtype),
+                     overflow ? 0ull : (unsigned long long)(numel * es));
+        return -1;
+    }
+    if (t->end > data_len) {
+        pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) is outside the data section (%llu bytes)",
+                     what, name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                     (unsigned long long)data_len);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_tensor(st_file *f, const cJSON *it, const char *name, uint64_t data_len, const char *what) {
+    st_tensor *t = &f->tensors[f->num_tensors];
+    t->name = pt_strdup(name);
+    f->num_tensors++;
+    if (!cJSON_IsObject(it)) {
+        pt_set_error("%s: tensor \"%s\": entry is not an object", what, name);
+        return -1;
+    }
+    bool overflow;
+    if (parse_dtype_shape(t, it, &overflow, what)) return -1;
+    return parse_offsets(t, it, overflow, data_len, what);
+}
+
+static int parse_entries(st_file *f, const uint8_t *data, uint64_t data_len, const char *what) {
+    cJSON *root = pt_json_parse((const char *)data + 8, f->data_start - 8, what);
+    if (!root) return -1;
     if (!cJSON_IsObject(root)) {
         pt_set_error("%s: header is not a JSON object", what);
         cJSON_Delete(root);
-        goto fail;
+        return -1;
     }
     int count = cJSON_GetArraySize(root);
     f->tensors = pt_calloc(count ? count : 1, sizeof(st_tensor));
+    int rc = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, root) {
         const char *name = it->string ? it->string : "";
-        if (!strcmp(name, "__metadata__")) {
-            if (f->meta_keys) {
-                pt_set_error("%s: duplicate __metadata__", what);
-                goto fail_json;
-            }
-            if (!cJSON_IsObject(it)) {
-                pt_set_error("%s: __metadata__ must be an object of strings", what);
-                goto fail_json;
-            }
-            int m = cJSON_GetArraySize(it);
-            f->meta_keys = pt_calloc(m ? m : 1, sizeof(char *));
-            f->meta_values = pt_calloc(m ? m : 1, sizeof(char *));
-            const cJSON *kv;
-            cJSON_ArrayForEach(kv, it) {
-                if (!cJSON_IsString(kv)) {
-                    pt_set_error("%s: __metadata__ value of \"%s\" is not a string", what, kv->string);
-                    goto fail_json;
-                }
-                f->meta_keys[f->num_meta] = pt_strdup(kv->string);
-                f->meta_values[f->num_meta++] = pt_strdup(kv->valuestring);
-            }
-            continue;
-        }
-        st_tensor *t = &f->tensors[f->num_tensors];
-        t->name = pt_strdup(name);
-        f->num_tensors++;
-        if (!cJSON_IsObject(it)) {
-            pt_set_error("%s: tensor \"%s\": entry is not an object", what, name);
-            goto fail_json;
-        }
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
-        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
-        const cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
-        if (!cJSON_IsString(dt) || st_dtype_parse(dt->valuestring, &t->dtype) != 0) {
-            pt_set_error("%s: tensor \"%s\": missing or unknown dtype%s%s", what, name,
-                         cJSON_IsString(dt) ? " " : "", cJSON_IsString(dt) ? dt->valuestring : "");
-            goto fail_json;
-        }
-        if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS) {
-            pt_set_error("%s: tensor \"%s\": shape must be an array of at most %d integers", what, name,
-                         ST_MAX_DIMS);
-            goto fail_json;
-        }
-        uint64_t numel = 1;
-        bool overflow = false;
-        const cJSON *d;
-        cJSON_ArrayForEach(d, sh) {
-            double v = cJSON_IsNumber(d) ? d->valuedouble : -1;
-            if (v < 0 || v != floor(v) || v > 9.0e15) {
-                pt_set_error("%s: tensor \"%s\": shape entries must be non-negative integers", what, name);
-                goto fail_json;
-            }
-            t->shape[t->ndim++] = (int64_t)v;
-            if (v != 0 && numel > UINT64_MAX / (uint64_t)v) overflow = true;
-            numel *= (uint64_t)v;
-        }
-        t->numel = numel;
-        if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(of, 0)) ||
-            !cJSON_IsNumber(cJSON_GetArrayItem(of, 1))) {
-            pt_set_error("%s: tensor \"%s\": data_offsets must be [begin, end]", what, name);
-            goto fail_json;
-        }
-        double b = cJSON_GetArrayItem(of, 0)->valuedouble, e = cJSON_GetArrayItem(of, 1)->valuedouble;
-        if (b < 0 || e < b || b != floor(b) || e != floor(e) || e > 1.8e19) {
-            pt_set_error("%s: tensor \"%s\": invalid data_offsets [%.0f, %.0f]", what, name, b, e);
-            goto fail_json;
-        }
-        t->begin = (uint64_t)b;
-        t->end = (uint64_t)e;
-        size_t es = st_dtype_size(t->dtype);
-        if (overflow || numel > UINT64_MAX / es || t->end - t->begin != numel * es) {
-            pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) is %llu bytes but shape x %s needs %llu", what,
-                         name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                         (unsigned long long)(t->end - t->begin), st_dtype_name(t->dtype),
-                         overflow ? 0ull : (unsigned long long)(numel * es));
-            goto fail_json;
-        }
-        if (t->end > data_len) {
-            pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) is outside the data section (%llu bytes)",
-                         what, name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                         (unsigned long long)data_len);
-            goto fail_json;
-        }
+        rc = !strcmp(name, "__metadata__") ? parse_metadata(f, it, what) : parse_tensor(f, it, name, data_len, what);
+        if (rc) break;
     }
     cJSON_Delete(root);
-    root = NULL;
-    {
-        // duplicates, then tiling of the data section
-        st_tensor **order = pt_malloc(sizeof(st_tensor *) * (f->num_tensors ? f->num_tensors : 1));
-        for (int i = 0; i < f->num_tensors; i++) order[i] = &f->tensors[i];
-        qsort(order, f->num_tensors, sizeof *order, cmp_name);
-        for (int i = 1; i < f->num_tensors; i++)
-            if (!strcmp(order[i]->name, order[i - 1]->name)) {
-                pt_set_error("%s: duplicate tensor name \"%s\"", what, order[i]->name);
-                free(order);
-                goto fail;
-            }
-        qsort(order, f->num_tensors, sizeof *order, cmp_begin);
-        uint64_t pos = 0;
-        for (int i = 0; i < f->num_tensors; i++) {
-            if (order[i]->begin != pos) {
-                pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) %s the previous tensor (expected to start "
-                             "at %llu)", what, order[i]->name, (unsigned long long)order[i]->begin,
-                             (unsigned long long)order[i]->end, order[i]->begin < pos ? "overlaps" : "leaves a gap after",
-                             (unsigned long long)pos);
-                free(order);
-                goto fail;
-            }
-            pos = order[i]->end;
+    return rc;
+}
+
+// No duplicate names, and the tensors tile the data section exactly.
+static int check_layout(const st_file *f, uint64_t data_len, const char *what) {
+    st_tensor **order = pt_malloc(sizeof(st_tensor *) * (f->num_tensors ? f->num_tensors : 1));
+    for (int i = 0; i < f->num_tensors; i++) order[i] = &f->tensors[i];
+    qsort(order, f->num_tensors, sizeof *order, cmp_name);
+    for (int i = 1; i < f->num_tensors; i++)
+        if (!strcmp(order[i]->name, order[i - 1]->name)) {
+            pt_set_error("%s: duplicate tensor name \"%s\"", what, order[i]->name);
+            free(order);
+            return -1;
         }
-        free(order);
-        if (pos != data_len) {
-            pt_set_error("%s: data section is %llu bytes but the tensors cover %llu", what,
-                         (unsigned long long)data_len, (unsigned long long)pos);
-            goto fail;
+    qsort(order, f->num_tensors, sizeof *order, cmp_begin);
+    uint64_t pos = 0;
+    for (int i = 0; i < f->num_tensors; i++) {
+        if (order[i]->begin != pos) {
+            pt_set_error("%s: tensor \"%s\": byte range [%llu, %llu) %s the previous tensor (expected to start "
+                         "at %llu)", what, order[i]->name, (unsigned long long)order[i]->begin,
+                         (unsigned long long)order[i]->end, order[i]->begin < pos ? "overlaps" : "leaves a gap after",
+                         (unsigned long long)pos);
+            free(order);
+            return -1;
         }
+        pos = order[i]->end;
+    }
+    free(order);
+    if (pos != data_len) {
+        pt_set_error("%s: data section is %llu bytes but the tensors cover %llu", what, (unsigned long long)data_len,
+                     (unsigned long long)pos);
+        return -1;
     }
     return 0;
-fail_json:
-    cJSON_Delete(root);
-fail:
-    {
-        const uint8_t *keep = f->map;
-        f->map = NULL;  // caller owns the buffer on failure
-        st_close(f);
-        (void)keep;
+}
+
+int st_parse(st_file *f, const uint8_t *data, size_t size, const char *what) {
+    memset(f, 0, sizeof *f);
+    f->path = pt_strdup(what);
+    f->map = data;
+    f->size = size;
+    if (parse_header_len(f, data, size, what) == 0) {
+        const uint64_t data_len = size - f->data_start;
+        if (parse_entries(f, data, data_len, what) == 0 && check_layout(f, data_len, what) == 0) return 0;
     }
+    f->map = NULL;  // caller owns the buffer on failure
+    st_close(f);
     return -1;
 }
 
@@ -315,6 +342,20 @@ uint16_t pt_float_to_f16(float f) {
         return -1;                                                                                            \
     }
 
+// Element i of a floating-point tensor's bytes p, widened to double (exact for every floating dtype).
+static inline int read_real(const st_file *f, const st_tensor *t, const uint8_t *p, uint64_t i, double *v) {
+    switch (t->dtype) {
+    case ST_F32: { float x; memcpy(&x, p + 4 * i, 4); *v = x; return 0; }
+    case ST_F64: { memcpy(v, p + 8 * i, 8); return 0; }
+    case ST_BF16: { uint16_t x; memcpy(&x, p + 2 * i, 2); *v = pt_bf16_to_float(x); return 0; }
+    case ST_F16: { uint16_t x; memcpy(&x, p + 2 * i, 2); *v = pt_f16_to_float(x); return 0; }
+    default:
+        pt_set_error("%s: tensor \"%s\" has dtype %s; expected a floating type (F32, BF16, F16, F64)", f->path,
+                     t->name, st_dtype_name(t->dtype));
+        return -1;
+    }
+}
+
 int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t count) {
     CHECK_COUNT(t, count)
     return st_read_double_range(f, t, 0, count, out);
@@ -323,18 +364,8 @@ int st_read_double(const st_file *f, const st_tensor *t, double *out, uint64_t c
 int st_read_double_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t count, double *out) {
     CHECK_RANGE(t, first, count)
     const uint8_t *p = (const uint8_t *)st_data(f, t) + first * st_dtype_size(t->dtype);
-    for (uint64_t i = 0; i < count; i++) {
-        switch (t->dtype) {
-        case ST_F32: { float v; memcpy(&v, p + 4 * i, 4); out[i] = v; break; }
-        case ST_F64: { memcpy(&out[i], p + 8 * i, 8); break; }
-        case ST_BF16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_bf16_to_float(v); break; }
-        case ST_F16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_f16_to_float(v); break; }
-        default:
-            pt_set_error("%s: tensor \"%s\" has dtype %s; expected a floating type (F32, BF16, F16, F64)", f->path,
-                         t->name, st_dtype_name(t->dtype));
-            return -1;
-        }
-    }
+    for (uint64_t i = 0; i < count; i++)
+        if (read_real(f, t, p, i, &out[i])) return -1;
     return 0;
 }
 
@@ -351,15 +382,9 @@ int st_read_float_range(const st_file *f, const st_tensor *t, uint64_t first, ui
         return 0;
     }
     for (uint64_t i = 0; i < count; i++) {
-        switch (t->dtype) {
-        case ST_F64: { double v; memcpy(&v, p + 8 * i, 8); out[i] = (float)v; break; }
-        case ST_BF16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_bf16_to_float(v); break; }
-        case ST_F16: { uint16_t v; memcpy(&v, p + 2 * i, 2); out[i] = pt_f16_to_float(v); break; }
-        default:
-            pt_set_error("%s: tensor \"%s\" has dtype %s; expected a floating type (F32, BF16, F16, F64)", f->path,
-                         t->name, st_dtype_name(t->dtype));
-            return -1;
-        }
+        double v;  // float -> double -> float is exact, so this is the direct conversion
+        if (read_real(f, t, p, i, &v)) return -1;
+        out[i] = (float)v;
     }
     return 0;
 }
