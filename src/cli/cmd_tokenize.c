@@ -394,9 +394,9 @@ int cmd_tokenize(int argc, char **argv) {
             double dt = pt_now_s() - prog.t0;
             if (!quiet)
                 fprintf(stderr,
-                        "tokenize: %llu documents, %llu tokens in %d shard%s -> %s (%.2f MB of text in %.2f s, "
+                        "tokenize: %llu document%s, %llu tokens in %d shard%s -> %s (%.2f MB of text in %.2f s, "
                         "%.2f MB/s, %lld threads)\n",
-                        (unsigned long long)ndocs, (unsigned long long)ntok, ds.num_shards,
+                        (unsigned long long)ndocs, ndocs == 1 ? "" : "s", (unsigned long long)ntok, ds.num_shards,
                         ds.num_shards == 1 ? "" : "s", ds.index_path, done_bytes / 1e6, dt,
                         dt > 0 ? done_bytes / 1e6 / dt : 0.0, (long long)threads);
             pt_dataset_free(&ds);
