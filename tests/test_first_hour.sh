@@ -49,6 +49,16 @@ raw "$T/txt" "$T/txt/\*.txt" -- "$B" train --data "$T/txt" $TR
 raw "$T/corpus.txt" "$T/corpus.txt" -- "$B" eval --model "$F" --data "$T/corpus.txt"
 raw "$T/corpus.txt" "$T/corpus.txt" -- "$B" accept --baseline cpu-ref --candidate cpu-ref --train-data "$T/corpus.txt" --output-dir "$T/x"
 say '[ ! -e "$T/run" ] && [ ! -e "$T/x" ]' "nothing run for raw text"
+# the suggested command works as given (tokenizer and DIR filled in), and its summary counts "1 document"
+TOK="${PT_SHARED_DIR:-$S/../shared}/assets/qwen3-tokenizer/tokenizer.json"
+if [ -f "$TOK" ]; then
+    "$B" train --data "$T/corpus.txt" $TR 2>&1 | sed -n "s|.*tokenize it first: ||p" \
+        | sed -e "s|tokenizer.json|$TOK|" -e "s|DIR|$T/shards|" -e "s|^portatrain|$B|" >"$T/fix"
+    bash "$T/fix" >"$T/out" 2>&1
+    say 'grep -q "^tokenize: 1 document, [0-9]* tokens in 1 shard -> " "$T/out"' "the suggested tokenize runs: '1 document'"
+    say '[ -f "$T/shards/dataset.json" ] && ! "$B" train --data "$T/shards" 2>&1 | grep -q "raw text"' \
+        "its output is token data (not refused as raw text)"
+else echo "ok: no tokenizer at $TOK (suggested-command check skipped)"; fi
 # what is not raw text keeps its own message (corrupt shards: tests/test_bad_input.c)
 printf '{"format": "nope"}' >"$T/junk.json"
 check 2 "junk.json.*format" -- "$B" train --data "$T/junk.json" $TR
