@@ -45,8 +45,9 @@ fuzz: deps
 fuzz-long: FUZZ_SECONDS=600
 fuzz-long: fuzz
 
-demo: build
-	@bash scripts/demo.sh $(BUILD)
+# Builds only the portatrain binary (quietly, scripts/demo.sh), not the test binaries of `build`.
+demo: deps
+	@JOBS=$(JOBS) bash scripts/demo.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -18,6 +18,7 @@ int cmd_accept(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 // Argument parsing: options are "--name value" or "--name=value".
 typedef struct {

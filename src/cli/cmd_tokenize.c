@@ -100,9 +100,9 @@ static void print_summary(const tokenize_args *a, const pt_dataset *ds, const pt
     double dt = pt_now_s() - t0;
     if (!a->quiet)
         fprintf(stderr,
-                "tokenize: %llu documents, %llu tokens in %d shard%s -> %s (%.2f MB of text in %.2f s, "
+                "tokenize: %llu document%s, %llu tokens in %d shard%s -> %s (%.2f MB of text in %.2f s, "
                 "%.2f MB/s, %lld threads)\n",
-                (unsigned long long)ndocs, (unsigned long long)ntok, ds->num_shards, ds->num_shards == 1 ? "" : "s",
+                (unsigned long long)ndocs, ndocs == 1 ? "" : "s", (unsigned long long)ntok, ds->num_shards, ds->num_shards == 1 ? "" : "s",
                 ds->index_path, st->bytes / 1e6, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0, (long long)a->threads);
     if (st->special_docs) {
         const char *ex = tokenizer_id_to_token(tok, (uint32_t)st->special_example, NULL);

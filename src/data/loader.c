@@ -393,7 +393,10 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
     l->cfg = *cfg;
     l->cfg.data_path = NULL;  // not owned
     if (cfg->mode == PT_LOADER_PADDED && setup_buckets(l) != 0) goto fail;
-    if (open_shards(l, cfg->data_path) != 0) goto fail;
+    if (open_shards(l, cfg->data_path) != 0) {
+        pt_shard_explain_raw_text(cfg->data_path);  // raw text: say so rather than quote a "header" of text
+        goto fail;
+    }
     const uint64_t T = (uint64_t)cfg->seq_len;
     if (cfg->mode == PT_LOADER_PACKED) {
         l->nrows = l->ntok > 1 ? (l->ntok - 1) / T : 0;

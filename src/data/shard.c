@@ -1,11 +1,15 @@
 #include "data/shard.h"
+#include "data/dataset.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -107,4 +111,103 @@ int pt_shard_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_
     int rc = pt_write_file_atomic(path, buf, bytes);
     free(buf);
     return rc;
+}
+
+// ---------------------------------------------------------------- raw text where shards belong
+
+// Enough of a file to tell text from a binary shard (whose magic alone holds a control byte).
+#define RAW_SNIFF_BYTES 4096
+
+// UTF-8 with no NUL or control byte other than whitespace. A character cut by the end of a sample
+// that stopped short of the file's end still counts as text.
+static bool looks_like_text(const unsigned char *b, size_t n, bool sample_cut) {
+    if (n == 0) return false;
+    for (size_t i = 0; i < n;) {
+        unsigned c = b[i];
+        if (c < 0x80) {
+            if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f') || c == 0x7f) return false;
+            i++;
+            continue;
+        }
+        size_t len = c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+        if (len == 0) return false;
+        for (size_t k = 1; k < len; k++) {
+            if (i + k >= n) return sample_cut;
+            if ((b[i + k] & 0xc0) != 0x80) return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+static bool has_suffix_ci(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcasecmp(s + n - m, suffix) == 0;
+}
+
+static bool file_is_raw_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    unsigned char b[RAW_SNIFF_BYTES + 1];
+    size_t n = fread(b, 1, RAW_SNIFF_BYTES, f);
+    bool cut = n == RAW_SNIFF_BYTES && fgetc(f) != EOF;
+    b[n] = 0;  // text holds no NUL: a C string from here on
+    fclose(f);
+    int32_t magic = 0;
+    if (n >= 4) memcpy(&magic, b, 4);
+    if (magic == PT_SHARD_MAGIC || !looks_like_text(b, n, cut)) return false;
+    // A data set index is JSON text too; even a broken one names its "format" (or is called dataset.json),
+    // and its own error says more than this one.
+    if (has_suffix_ci(path, ".json")) {
+        const char *base = strrchr(path, '/');
+        if (!strcmp(base ? base + 1 : path, PT_DATASET_INDEX) || strstr((const char *)b, "\"format\"")) return false;
+    }
+    return true;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// The first text file (by name) of a directory that holds no data set: no dataset.json, no *.bin.
+static char *dir_raw_text_file(const char *dir) {
+    char *index = pt_path_join(dir, PT_DATASET_INDEX);
+    bool is_dataset = pt_file_exists(index);
+    free(index);
+    DIR *dp = is_dataset ? NULL : opendir(dir);
+    if (!dp) return NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        if (e->d_name[0] == '.') continue;
+        if (has_suffix_ci(e->d_name, ".bin")) is_dataset = true;
+        if (n == cap) names = pt_realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
+        names[n++] = pt_strdup(e->d_name);
+    }
+    closedir(dp);
+    if (n) qsort(names, n, sizeof *names, cmp_name);
+    char *found = NULL;
+    for (size_t i = 0; i < n; i++) {
+        char *p = pt_path_join(dir, names[i]);
+        if (!is_dataset && !found && !pt_is_dir(p) && file_is_raw_text(p)) found = p;
+        else free(p);
+        free(names[i]);
+    }
+    free(names);
+    return found;
+}
+
+bool pt_shard_explain_raw_text(const char *path) {
+    const char *hint = "tokenize it first: portatrain tokenize --tokenizer tokenizer.json --output-dir DIR";
+    if (!pt_is_dir(path)) {
+        if (!file_is_raw_text(path)) return false;
+        pt_set_error("%s: not token shards (looks like raw text); %s %s", path, hint, path);
+        return true;
+    }
+    char *file = dir_raw_text_file(path);
+    if (!file) return false;
+    const char *base = strrchr(file, '/') + 1, *dot = strrchr(base, '.');
+    pt_set_error("%s: not token shards (looks like raw text, e.g. %s); %s %s/*%s", path, base, hint, path,
+                 dot && dot != base ? dot : "");
+    free(file);
+    return true;
 }

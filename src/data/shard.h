@@ -7,6 +7,7 @@
 //     everything else zero
 //   body: N x uint32 token ids
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,13 @@ int pt_shard_open(pt_shard *s, const char *path);
 void pt_shard_close(pt_shard *s);
 // Checks every id is < model_vocab (ids past the embedding would be UB).
 int pt_shard_check_vocab(const pt_shard *s, uint32_t model_vocab);
+
+// Raw text given where token data belongs (the commonest first mistake): a file that is not a shard
+// and whose first bytes are UTF-8 text (a .json other than a data set index, which names its "format"),
+// or a directory with no dataset.json and no *.bin holding such a file. Then sets the error
+// "PATH: not token shards (looks like raw text); tokenize it first: portatrain tokenize ..." and returns
+// true; otherwise false, the error untouched.
+bool pt_shard_explain_raw_text(const char *path);
 
 // Writes a v1 shard atomically. tokenizer_sha / content_sha may be NULL
 // (content_sha is computed when NULL).

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# A new user's first hour: `portatrain --version` names the build, its compiler and backends; raw text given
+# where token shards belong is refused (exit 2) with the tokenize command to run; the end of `make demo`
+# (scripts/demo_summary.py) lists every experiment and removes only the checkpoints no report links to.
+set -u
+B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+cd "$S"  # accept reads configs/prices.json
+fail=0
+. "$S/tests/cli_check.sh"
+F="$S/tests/fixtures/golden/tied"
+say() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
+
+# ---- 1. --version / version: one line, the source version, the compiler, the backends built in ----
+check 0 "^portatrain [^ ,]*, \(gcc\|clang\) [^,]*, backends: [a-z0-9,-]*$" -- "$B" --version
+say '[ "$(wc -l <"$T/out")" -eq 1 ]' "--version prints one line"
+cp "$T/out" "$T/version"
+check 0 "^portatrain " -- "$B" version
+say 'cmp -s "$T/out" "$T/version"' "'version' prints what '--version' does"
+ver=$(sed 's/^portatrain \([^,]*\),.*/\1/' "$T/version")
+if git -C "$S" rev-parse --git-dir >/dev/null 2>&1; then
+    # git describe: TAG-N-gHASH, or HASH alone without tags; -dirty for local changes
+    hash=$(echo "$ver" | sed -e 's/-dirty$//' -e 's/.*-g\([0-9a-f]*\)$/\1/')
+    say 'git -C "$S" cat-file -e "$hash^{commit}" 2>/dev/null' "version '$ver' names a commit of this repository"
+else
+    say '[ "$ver" = unknown ]' "version is 'unknown' outside git"
+fi
+"$B" devices >"$T/devices"
+for be in $(sed 's/.*backends: //' "$T/version" | tr , ' '); do
+    say 'grep -q "^$be[: ]" "$T/devices" && ! grep -q "^$be  *not built" "$T/devices"' "backend $be is one 'devices' lists as built"
+done
+
+# ---- 2. raw text as token data: exit 2, one line naming the file and the command that fixes it ----
+mkdir -p "$T/txt"
+printf 'In the beginning God created the heaven and the earth.\nCaf\xc3\xa9\n' >"$T/corpus.txt"
+printf '{"text": "Doc one"}\n{"text": "Doc two"}\n' >"$T/corpus.jsonl"
+cp "$T/corpus.jsonl" "$T/hf.json"  # JSON Lines named .json, as HF datasets' to_json writes
+cp "$T/corpus.txt" "$T/txt/b.txt"; cp "$T/corpus.txt" "$T/txt/a.txt"
+hint="tokenize it first: portatrain tokenize --tokenizer tokenizer.json --output-dir DIR"
+raw() {  # raw PATH SHOWN -- COMMAND...: refused naming PATH, suggesting to tokenize SHOWN
+    local p=$1 shown=$2; shift 3
+    check 2 "^portatrain: error: $p: not token shards (looks like raw text.*); $hint $shown$" -- "$@"
+    [ "$(wc -l <"$T/out")" -eq 1 ] || { echo "FAIL: more than one line: $*"; fail=1; }
+}
+TR="--model $F --output-dir $T/run --max-steps 1 --seq-len 16 --quiet"
+raw "$T/corpus.txt" "$T/corpus.txt" -- "$B" train --data "$T/corpus.txt" $TR
+raw "$T/corpus.jsonl" "$T/corpus.jsonl" -- "$B" train --data="$T/corpus.jsonl" $TR
+raw "$T/hf.json" "$T/hf.json" -- "$B" train $TR --data "$T/hf.json"
+raw "$T/txt" "$T/txt/\*.txt" -- "$B" train --data "$T/txt" $TR
+raw "$T/corpus.txt" "$T/corpus.txt" -- "$B" eval --model "$F" --data "$T/corpus.txt"
+raw "$T/corpus.txt" "$T/corpus.txt" -- "$B" accept --baseline cpu-ref --candidate cpu-ref --train-data "$T/corpus.txt" --output-dir "$T/x"
+say '[ ! -e "$T/run" ] && [ ! -e "$T/x" ]' "nothing run for raw text"
+# the suggested command works as given (tokenizer and DIR filled in), and its summary counts "1 document"
+TOK="${PT_SHARED_DIR:-$S/../shared}/assets/qwen3-tokenizer/tokenizer.json"
+if [ -f "$TOK" ]; then
+    "$B" train --data "$T/corpus.txt" $TR 2>&1 | sed -n "s|.*tokenize it first: ||p" \
+        | sed -e "s|tokenizer.json|$TOK|" -e "s|DIR|$T/shards|" -e "s|^portatrain|$B|" >"$T/fix"
+    bash "$T/fix" >"$T/out" 2>&1
+    say 'grep -q "^tokenize: 1 document, [0-9]* tokens in 1 shard -> " "$T/out"' "the suggested tokenize runs: '1 document'"
+    say '[ -f "$T/shards/dataset.json" ] && ! "$B" train --data "$T/shards" 2>&1 | grep -q "raw text"' \
+        "its output is token data (not refused as raw text)"
+else echo "ok: no tokenizer at $TOK (suggested-command check skipped)"; fi
+# what is not raw text keeps its own message (corrupt shards: tests/test_bad_input.c)
+printf '{"format": "nope"}' >"$T/junk.json"
+check 2 "junk.json.*format" -- "$B" train --data "$T/junk.json" $TR
+say '! grep -q "raw text" "$T/out"' "a broken data set index is not called raw text"
+"$B" train --data "$F/data.bin" $TR >"$T/out" 2>&1; rc=$?
+say '[ $rc -eq 0 ] && [ -s "$T/run/model.safetensors" ]' "a real shard still trains"
+
+# ---- 3. the demo's summary and prune, on two short accept runs (the second reusing the first's baseline,
+# as the demo's bf16 experiment does) and an experiment that did not finish ----
+O="$T/o"  # $T/out is check's
+A="--model $F --train-data $F/data.bin --eval-data $F/data.bin --steps 8 --checkpoint-step 4 --recovery-save-steps 2
+   --seq-len 16 --per-device-train-batch-size 2 --warmup-steps 2 --eval-batches 1 --quiet"
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu-ref:fp32 --candidate cpu-ref:fp32 $A --output-dir "$O/demo"
+check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu-ref:fp32 --baseline-run "$O/demo/baseline" \
+    --candidate cpu-ref:fp32 $A --output-dir "$O/demo-b"
+mkdir -p "$O/demo-x/run/checkpoint-3" && echo '{}' >"$O/demo-x/run/checkpoint-3/checkpoint.json"
+kept="$O/demo/baseline/checkpoint-4 $O/demo/candidate/checkpoint-4 $O/demo-b/candidate/checkpoint-4"
+gone="$O/demo/baseline/checkpoint-8 $O/demo/candidate/checkpoint-8 $O/demo-b/candidate/checkpoint-8
+      $O/demo-b/baseline/checkpoint-8 $(find "$O/demo/recovery" "$O/demo/portability" "$O/demo-b/recovery" \
+      "$O/demo-b/portability" -name 'checkpoint-*')"
+for p in $kept $gone; do [ -e "$p" ] || { echo "FAIL: set-up: $p missing before the prune"; fail=1; }; done
+find "$O" -name model.safetensors -o -name 'report.*' -o -name metrics.jsonl | sort | xargs sha256sum >"$T/sums"
+python3 "$S/scripts/demo_summary.py" --prune "$O/demo" "$O/demo-b" "$O/demo-x" >"$T/summary" 2>&1; rc=$?
+say '[ $rc -eq 0 ]' "demo_summary.py --prune exits 0"
+cat "$T/summary"
+for e in demo demo-b; do
+    wall=$(python3 -c "import json,sys; s=round(json.load(open(sys.argv[1]))['wall_s']); print(f'{s//60}m{s%60:02d}s')" "$O/$e/report.json")
+    say 'grep -Eq "^  ACCEPTED +$wall  $O/$e/report.html  \(cpu-ref:fp32 -> cpu-ref:fp32\)$" "$T/summary"' \
+        "summary line for $e: verdict, wall time $wall, report path"
+done
+say 'grep -q "^  - .*$O/demo-x: no report.json (did not finish)$" "$T/summary"' "an unfinished experiment is listed as such"
+bytes=$(find "$O" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.1f MB", s / 1048576}')
+say 'grep -q "^  $O/ holds $bytes (removed [0-9.]* [KMG]*B of checkpoints no report links to)$" "$T/summary"' \
+    "the size of out/ ($bytes) and what was removed"
+for p in $gone; do say '[ ! -e "$p" ] && [ ! -L "$p" ]' "pruned: ${p#$O/}"; done
+for p in $kept "$O/demo-b/baseline/checkpoint-4"; do
+    say '"$B" ckpt verify "$p" >/dev/null 2>&1' "kept, and verifies: ${p#$O/}"
+done
+say '[ -e "$O/demo-x/run/checkpoint-3/checkpoint.json" ]' "an unfinished experiment is not pruned"
+say '[ "$(wc -l <"$T/sums")" -ge 20 ] && sha256sum --quiet -c "$T/sums"' "every report, metrics.jsonl and model.safetensors untouched"
+say '[ "$(find "$O" -name "checkpoint-*" | wc -l)" -eq 5 ]' "no other checkpoint left"
+python3 "$S/scripts/demo_summary.py" --prune "$O/demo" "$O/demo-b" >"$T/summary2" 2>&1
+say 'grep -q "(removed 0 B of checkpoints" "$T/summary2"' "a second prune removes nothing"
+exit $fail
