@@ -12,8 +12,8 @@ model.safetensors), the portability copies and the recovery run's. Each is a few
 (weights plus both AdamW moments), most of a demo's disk. An OUT without report.json (an experiment
 that did not finish) is listed and left untouched. A `checkpoint-K` symlink (a --baseline-run's files are
 linked, not copied) is never followed; it is removed only when what it pointed to is gone. A run's
-`latest` is left as its checkpointing wrote it: resuming such a finished run warns that latest is gone
-and falls back to checkpoint-M (src/io/checkpoint.c, ckpt_open_resume).
+`latest` that named a removed checkpoint is pointed at the newest one kept (written as the trainer writes
+it: temp file, rename), so `ckpt verify RUN` and `--resume-from-checkpoint latest` find what is there.
 """
 import json
 import os
@@ -103,7 +103,28 @@ def prune(outs, reports):
         if out in reports:
             for p in list(dangling_checkpoint_links(out)):
                 os.unlink(p)
+            repoint_latest(out)
     return freed
+
+
+def repoint_latest(out):
+    for root, dirs, files in os.walk(out):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        if "latest" not in files or os.path.islink(os.path.join(root, "latest")):
+            continue
+        with open(os.path.join(root, "latest")) as f:
+            name = f.read().strip()
+        if os.path.isdir(os.path.join(root, name)):
+            continue
+        kept = sorted((int(d.split("-")[1]), d) for d in os.listdir(root)
+                      if CKPT.match(d) and os.path.isdir(os.path.join(root, d)))
+        if not kept:
+            os.unlink(os.path.join(root, "latest"))
+            continue
+        tmp = os.path.join(root, ".latest.tmp-demo")
+        with open(tmp, "w") as f:
+            f.write(kept[-1][1] + "\n")
+        os.replace(tmp, os.path.join(root, "latest"))
 
 
 def main(argv):

@@ -97,6 +97,10 @@ for p in $gone; do say '[ ! -e "$p" ] && [ ! -L "$p" ]' "pruned: ${p#$O/}"; done
 for p in $kept "$O/demo-b/baseline/checkpoint-4"; do
     say '"$B" ckpt verify "$p" >/dev/null 2>&1' "kept, and verifies: ${p#$O/}"
 done
+for r in demo/baseline demo/candidate demo-b/candidate; do
+    say '[ "$(cat "$O/$r/latest")" = checkpoint-4 ] && "$B" ckpt verify "$O/$r" >/dev/null 2>&1' \
+        "latest re-pointed at the kept checkpoint, and the run verifies: $r"
+done
 say '[ -e "$O/demo-x/run/checkpoint-3/checkpoint.json" ]' "an unfinished experiment is not pruned"
 say '[ "$(wc -l <"$T/sums")" -ge 20 ] && sha256sum --quiet -c "$T/sums"' "every report, metrics.jsonl and model.safetensors untouched"
 say '[ "$(find "$O" -name "checkpoint-*" | wc -l)" -eq 5 ]' "no other checkpoint left"
