@@ -244,10 +244,14 @@ static double parse_stamp(const char *p) {
 // The line must have its colours stripped already.
 static tt_line tt_split(const char *l) {
     tt_line t = {-1, NAN, false, l};
-    if (!strncmp(l, "[rank", 5) && isdigit((unsigned char)l[5])) {
+    // torchrun --tee prefixes each line, and a rank's own error report prefixes it again ("[rank0]:[rank0]: ...")
+    while (!strncmp(l, "[rank", 5) && isdigit((unsigned char)l[5])) {
         char *e;
         const long v = strtol(l + 5, &e, 10);
-        if (e[0] == ']' && e[1] == ':' && v < (1L << 30)) { t.rank = (int)v; l = e + 2; }
+        if (e[0] != ']' || e[1] != ':' || v >= (1L << 30)) break;
+        if (t.rank < 0) t.rank = (int)v;
+        l = e + 2;
+        while (*l == ' ') l++;
     }
     if (!strncmp(l, "[titan] ", 8)) {
         t.stamped = true;
