@@ -61,4 +61,10 @@ check 1 "step-0 (step 1) grad-norm rel diff" -- "$B" compare "$T/gn_a.log" "$T/g
 # log_freq > 1 with validation lines, the same seed: compared on the common steps.
 check 0 "verdict: ACCEPTED" -- "$B" compare "$A" "$F/logfreq_val.log" --json "$T/lf.json"
 jcheck "$T/lf.json" "r['gaps']['b']['interval'] > 1 and r['per_step']['n'] >= 3" "log_freq > 1 compared on common steps"
+
+# A resumed run (an attempt stopped after step 6, a second resuming from the step-4 checkpoint, in one log): the
+# replayed steps' last lines are kept, and the run finished.
+check 0 "verdict: ACCEPTED" -- "$B" compare "$A" "$F/resumed.log" --json "$T/res.json"
+jcheck "$T/res.json" "r['completion']['b']['attempts']==2 and r['completion']['b']['resumed_from']==4 and r['completion']['b']['checkpoint_loads']==1 and r['per_step']['repeated_b']==2 and r['completion']['b']['end']=='finished'" \
+    "resumed run: two attempts, resumed from step 4, replayed steps deduplicated"
 exit $fail

@@ -28,9 +28,9 @@ and, each into tests/fixtures/torchtitan/NAME.log (`> NAME.log 2>&1`):
   lr_changed:         $R --out /tmp/tt/c --steps 12 --lr 4e-3
   logfreq_val:        $R --out /tmp/tt/d --steps 12 --log-freq 3 --val-freq 6 --val-steps 2
   nonfinite:          $R --out /tmp/tt/e --steps 12 --lr 1e6
-  fsdp2:              $R --out /tmp/tt/f --steps 12 --nproc 2 --batch 2
   resumed:            $R --out /tmp/tt/g --steps 12 --ckpt-interval 4 --stop-after 6, then the same without
                       --stop-after, appended to the same file (the second attempt resumes from step 4)
+Two ranks (FSDP2 over gloo): --nproc 2 --batch 2 (no fixture of it committed yet).
 (--seed 42 and the other defaults: seq-len 64, batch 4, lr 3e-3, warm-up 2, wd 0.1, max-norm 1.0, log-freq 1.)
 """
 import argparse
