@@ -22,7 +22,10 @@ check 1 "step-0 (step 1) grad-norm rel diff" -- "$B" compare "$T/ref" "$T/bad"
 check 2 "frozen input frozen.hyperparameters.learning_rate differs" -- "$B" compare "$T/ref" "$T/lr"
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/ref" "$T/ref" --profile exact
 check 1 "verdict: REJECTED" -- "$B" compare "$T/ref" "$T/cpu" --profile exact
-check 0 "frozen inputs: unverified" -- "$B" compare "$S/tests/fixtures/compare/curve.csv" "$S/tests/fixtures/compare/curve.jsonl"
+check 0 "frozen inputs: unverified" -- "$B" compare "$S/tests/fixtures/compare/curve.csv" "$S/tests/fixtures/compare/curve.csv"
+# curve.jsonl ends at step 2, curve.csv at step 3: a run that stopped early is never ACCEPTED
+check 1 "curve.jsonl) stopped at step 2: its log ends there and run A's goes on to step 3" -- \
+    "$B" compare "$S/tests/fixtures/compare/curve.csv" "$S/tests/fixtures/compare/curve.jsonl"
 check 2 "bad.csv:3" -- "$B" compare "$S/tests/fixtures/compare/curve.csv" "$S/tests/fixtures/compare/bad.csv"
 check 2 "$T/nope" -- "$B" compare "$T/nope" "$T/cpu"
 echo '{"per_step_loss": "x"}' >"$T/tol.json"

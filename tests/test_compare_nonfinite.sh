@@ -2,7 +2,8 @@
 # portatrain compare on synthetic logs: a NaN/inf loss or grad norm, or a step a portatrain run logged as
 # skipped (--nan-policy skip), is REJECTED under every profile (exact included); a hole in a log's own
 # logging rhythm is REJECTED, while logs that simply log at different intervals (HF logging_steps,
-# TorchTitan log_freq) are compared on their common steps and can be ACCEPTED. A torn last line is ignored.
+# TorchTitan log_freq) are compared on their common steps and can be ACCEPTED, but a log that ends a logging
+# interval or more before the other's is a run that stopped early: REJECTED. A torn last line is ignored.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
@@ -48,8 +49,12 @@ csv "$T/hole5.csv" 5 30 5 20
 check 1 "hole5.csv has no line for step 20 (1 such step) although it logs every 5 steps" -- "$B" compare "$T/a.csv" "$T/hole5.csv"
 { echo "step,loss,grad_norm"; for s in 1 10 20 30; do echo "$s,$(loss "$s"),1.5"; done; } > "$T/tt10.csv"  # TorchTitan log_freq 10
 check 0 "verdict: ACCEPTED" -- "$B" compare "$T/tt10.csv" "$T/a.csv" --profile exact
-csv "$T/short.csv" 1 20 1   # a shorter log: compared over the common range
-check 0 "verdict: ACCEPTED" -- "$B" compare "$T/a.csv" "$T/short.csv" --profile exact
+csv "$T/short.csv" 1 20 1   # a run that stopped early (a shorter log) is never ACCEPTED, either side
+check 1 "short.csv) stopped at step 20: its log ends there and run A's goes on to step 30" -- "$B" compare "$T/a.csv" "$T/short.csv" --profile exact
+check 1 "run A ($T/short.csv) stopped at step 20" -- "$B" compare "$T/short.csv" "$T/a.csv" --json "$T/short.json"
+jcheck "$T/short.json" "r['completion']['a']['stopped_early'] and r['completion']['a']['stopped_at']==20 and not r['completion']['b']['stopped_early']" "completion in --json"
+csv "$T/late.csv" 11 30 1   # a continuation from a checkpoint (starts later, ends with the run) is compared
+check 0 "verdict: ACCEPTED" -- "$B" compare "$T/a.csv" "$T/late.csv" --profile exact
 
 # A torn last line (a run killed while writing it, no newline after it) is ignored with a warning; a bad
 # line that is followed by a newline is still an error.

@@ -121,6 +121,14 @@ int cmd_compare(int argc, char **argv) {
         printf("  windowed losses: %d of A's and %d of B's logged steps are means over the steps since the log's "
                "previous line (HF logging_steps); the other run's per-step losses were averaged over the same steps\n",
                cJSON_GetObjectItem(ps, "windowed_a")->valueint, cJSON_GetObjectItem(ps, "windowed_b")->valueint);
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(res, "rounding_notes")) printf("  rounding: %s\n", it->valuestring);
+    const char *sides[2] = {"a", "b"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "completion"), sides[k]);
+        if (cJSON_IsTrue(cJSON_GetObjectItem(c, "stopped_early")))
+            printf("run %s stopped early at step %d: %s\n", k ? "B" : "A", cJSON_GetObjectItem(c, "stopped_at")->valueint,
+                   cJSON_GetObjectItem(c, "reason")->valuestring);
+    }
     if (json_out) {
         char *s = cJSON_Print(res);
         FILE *f = fopen(json_out, "wb");

@@ -364,18 +364,307 @@ static int match_windows(const pt_runlog *X, pt_runlog *Y) {
         // Y is sorted by step with distinct steps: the window is Y's points iy-w+1 .. iy when they are consecutive.
         const int lo = iy - x->window + 1;
         if (Y->pts[lo].step != x->step - x->window + 1) continue;
-        double sum = 0;
+        double sum = 0, res = 0;
         bool ok = true;
         for (int k = lo; k <= iy && ok; k++) {
             ok = Y->pts[k].window <= 1 && !Y->pts[k].nonfinite;
             sum += Y->pts[k].loss;
+            res += Y->pts[k].loss_res;
         }
         if (!ok) continue;
         Y->pts[iy].loss = sum / x->window;
+        Y->pts[iy].loss_res = res / x->window;
         Y->pts[iy].window = x->window;
         matched++;
     }
     return matched;
+}
+
+// The relative difference two printed values may show although the values they were rounded from are equal:
+// each carries half a unit of its last printed digit (0 for full-precision logs).
+static double rounding_floor(double a, double res_a, double res_b) {
+    return (res_a + res_b) / fmax(fabs(a), 1e-30);
+}
+
+// A check's tolerance is never below what the logs' printing alone can produce; when the print is what sets
+// it, the check is stated as limited by rounding, not by the platform.
+static double effective_tol(double tol, double floor_, bool *limited) {
+    *limited = floor_ > tol;
+    return fmax(tol, floor_);
+}
+
+static void add_note(cJSON *notes, const char *check, double tol, double floor_, const char *what) {
+    add_reason(notes, "%s: the logs' print precision (%s), not the platform, limits this check: "
+               "effective tolerance %.3g instead of %.3g", check, what, floor_, tol);
+}
+
+static const char *side_name(int k) { return k ? "B" : "A"; }
+
+static const char *end_name(pt_run_end e) {
+    static const char *n[] = {"unknown", "finished", "nonfinite", "error", "truncated"};
+    return n[e];
+}
+
+// Whether run X (side k) stopped before the end: its log says so (a non-finite stop, an error, no end-of-training
+// line where its trainer prints one), or it ends a logging interval or more before the other run's log. A run
+// that stopped early is never ACCEPTED: its remaining steps were never compared.
+static int check_completion(const pt_runlog *X, const long *xs, int xn, const long *ys, int yn, int k, cJSON *comp,
+                            cJSON *reasons) {
+    const long last = xn ? xs[xn - 1] : -1, other = yn ? ys[yn - 1] : -1, u = PT_MAX(usual_interval(xs, xn), 1L);
+    cJSON *c = cJSON_AddObjectToObject(comp, k ? "b" : "a");
+    cJSON_AddNumberToObject(c, "last_step", (double)last);
+    cJSON_AddStringToObject(c, "end", end_name(X->end));
+    cJSON_AddNumberToObject(c, "attempts", X->attempts);
+    cJSON_AddNumberToObject(c, "checkpoint_saves", X->ckpt_saves);
+    cJSON_AddNumberToObject(c, "checkpoint_loads", X->ckpt_loads);
+    if (X->resumed_from >= 0) cJSON_AddNumberToObject(c, "resumed_from", (double)X->resumed_from);
+    char why[256] = "";
+    long at = X->stop_step >= 0 ? X->stop_step : last;
+    if (X->end == PT_END_NONFINITE || X->end == PT_END_ERROR || X->end == PT_END_TRUNCATED)
+        snprintf(why, sizeof why, "%s", X->stop_reason);
+    else if (last < other && other >= last + u)
+        snprintf(why, sizeof why, "its log ends there and run %s's goes on to step %ld", side_name(!k), other);
+    cJSON_AddBoolToObject(c, "stopped_early", why[0] != 0);
+    if (!why[0]) { cJSON_AddNullToObject(c, "stopped_at"); return 0; }
+    cJSON_AddNumberToObject(c, "stopped_at", (double)at);
+    cJSON_AddStringToObject(c, "reason", why);
+    add_reason(reasons, "run %s (%s) stopped at step %ld: %s", side_name(k), X->path, at, why);
+    return 1;
+}
+
+// The finite points both runs logged, matched by step, with what each printed value may be off by.
+typedef struct {
+    int n, missing;
+    long *st;
+    double *la, *lb, *ra, *rb, *rd;  // losses, their print resolutions, relative differences
+    double g0a, g0b, g0ra, g0rb;     // first common step's grad norms and resolutions
+} pairs;
+
+static void pairs_build(const pt_runlog *A, const pt_runlog *B, pairs *p) {
+    const size_t cap = (size_t)A->n + 1;
+    *p = (pairs){0, 0, pt_malloc(sizeof(long) * cap), pt_malloc(sizeof(double) * cap), pt_malloc(sizeof(double) * cap),
+                 pt_malloc(sizeof(double) * cap), pt_malloc(sizeof(double) * cap), pt_malloc(sizeof(double) * cap),
+                 NAN, NAN, 0, 0};
+    int ib = 0, b_finite = 0;
+    for (int i = 0; i < B->n; i++) b_finite += !B->pts[i].nonfinite;
+    for (int i = 0; i < A->n; i++) {
+        const pt_runpoint *a = &A->pts[i];
+        if (a->nonfinite) continue;
+        while (ib < B->n && B->pts[ib].step < a->step) ib++;
+        if (ib >= B->n || B->pts[ib].step != a->step) { p->missing++; continue; }
+        const pt_runpoint *b = &B->pts[ib];
+        if (b->nonfinite) continue;  // not a common step, not a missing one either
+        if (p->n == 0) { p->g0a = a->grad_norm; p->g0b = b->grad_norm; p->g0ra = a->grad_norm_res; p->g0rb = b->grad_norm_res; }
+        const int k = p->n++;
+        p->st[k] = a->step; p->la[k] = a->loss; p->lb[k] = b->loss; p->ra[k] = a->loss_res; p->rb[k] = b->loss_res;
+        p->rd[k] = rel(a->loss, b->loss);
+    }
+    p->missing += b_finite - p->n;
+}
+
+static void pairs_free(pairs *p) { free(p->st); free(p->la); free(p->lb); free(p->ra); free(p->rb); free(p->rd); }
+
+static int check_step0(const pairs *p, const tolerances *t, cJSON *s0, cJSON *notes, cJSON *reasons) {
+    int rejected = 0;
+    bool lim_l, lim_g = false;
+    const double r0 = p->rd[0], tl = effective_tol(t->step0_loss, rounding_floor(p->la[0], p->ra[0], p->rb[0]), &lim_l);
+    const double g0 = (isnan(p->g0a) || isnan(p->g0b)) ? NAN : rel(p->g0a, p->g0b);
+    const double tg = isnan(g0) ? t->step0_grad_norm
+                                : effective_tol(t->step0_grad_norm, rounding_floor(p->g0a, p->g0ra, p->g0rb), &lim_g);
+    cJSON_AddNumberToObject(s0, "step", (double)p->st[0]);
+    cJSON_AddNumberToObject(s0, "loss_a", p->la[0]);
+    cJSON_AddNumberToObject(s0, "loss_b", p->lb[0]);
+    cJSON_AddNumberToObject(s0, "loss_rel_diff", r0);
+    cJSON_AddNumberToObject(s0, "loss_tolerance", tl);
+    cJSON_AddBoolToObject(s0, "loss_limited_by_rounding", lim_l);
+    if (!isnan(g0)) cJSON_AddNumberToObject(s0, "grad_norm_rel_diff", g0);
+    else cJSON_AddNullToObject(s0, "grad_norm_rel_diff");
+    cJSON_AddNumberToObject(s0, "grad_norm_tolerance", tg);
+    cJSON_AddBoolToObject(s0, "grad_norm_limited_by_rounding", lim_g);
+    if (lim_l) add_note(notes, "step-0 loss", t->step0_loss, tl, "+-half a unit of the last printed digit");
+    if (lim_g) add_note(notes, "step-0 grad norm", t->step0_grad_norm, tg, "+-half a unit of the last printed digit");
+    if (r0 > tl) { rejected = 1; add_reason(reasons, "step-0 (step %ld) loss rel diff %.3g > tolerance %.3g", p->st[0], r0, tl); }
+    if (!isnan(g0) && g0 > tg) {
+        rejected = 1;
+        add_reason(reasons, "step-0 (step %ld) grad-norm rel diff %.3g > tolerance %.3g", p->st[0], g0, tg);
+    }
+    return rejected;
+}
+
+// Steps [0, ne) of the pairs against tol, each step's tolerance raised to its rounding floor. Returns the first
+// step over its tolerance (-1: none); *mx the largest difference, *limited the steps whose floor set it.
+static long scan_steps(const pairs *p, int ne, double tol, double *mx, int *limited) {
+    long first = -1;
+    *mx = 0;
+    *limited = 0;
+    for (int i = 0; i < ne; i++) {
+        bool lim;
+        const double te = effective_tol(tol, rounding_floor(p->la[i], p->ra[i], p->rb[i]), &lim);
+        *limited += lim;
+        if (p->rd[i] > *mx) *mx = p->rd[i];
+        if (first < 0 && p->rd[i] > te) first = p->st[i];
+    }
+    return first;
+}
+
+static int check_early(const pairs *p, const tolerances *t, cJSON *res, cJSON *notes, cJSON *reasons) {
+    const int ne = PT_MIN(t->early_steps, p->n);
+    double mx;
+    int lim;
+    const long first = scan_steps(p, ne, t->early_loss, &mx, &lim);
+    cJSON *es = cJSON_AddObjectToObject(res, "early");
+    cJSON_AddNumberToObject(es, "steps", ne);
+    cJSON_AddNumberToObject(es, "max_rel_diff", mx);
+    cJSON_AddNumberToObject(es, "tolerance", t->early_loss);
+    cJSON_AddNumberToObject(es, "limited_by_rounding_steps", lim);
+    if (lim) add_reason(notes, "early-step loss: the logs' print precision, not the platform, limits %d of %d steps", lim, ne);
+    if (first < 0) return 0;
+    add_reason(reasons, "early-step (first %d) loss rel diff max %.3g > tolerance %.3g, first at step %ld", ne, mx,
+               t->early_loss, first);
+    return 1;
+}
+
+static double median_of(const double *v, int n) {
+    double *s = pt_malloc(sizeof(double) * (size_t)n);
+    memcpy(s, v, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_d);
+    const double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+static int check_per_step(const pairs *p, const pt_runlog *A, const pt_runlog *B, const int windowed[2],
+                          const tolerances *t, cJSON *ps, cJSON *notes, cJSON *reasons) {
+    double mx;
+    int lim;
+    const long first = scan_steps(p, p->n, t->per_step_loss, &mx, &lim);
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < p->n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "step", (double)p->st[i]);
+        cJSON_AddNumberToObject(e, "rel", p->rd[i]);
+        cJSON_AddItemToArray(arr, e);
+    }
+    cJSON_AddNumberToObject(ps, "n", p->n);
+    cJSON_AddNumberToObject(ps, "missing", p->missing);
+    // steps where one log's loss is a mean over several steps (HF logging_steps) and the other's per-step
+    // losses were averaged over the same steps to compare them
+    cJSON_AddNumberToObject(ps, "windowed_a", windowed[0]);
+    cJSON_AddNumberToObject(ps, "windowed_b", windowed[1]);
+    // lines of a step logged again later (a restarted run's replay): the last one was compared
+    cJSON_AddNumberToObject(ps, "repeated_a", A->repeated);
+    cJSON_AddNumberToObject(ps, "repeated_b", B->repeated);
+    cJSON_AddNumberToObject(ps, "max_rel_diff", mx);
+    cJSON_AddNumberToObject(ps, "median_rel_diff", median_of(p->rd, p->n));
+    cJSON_AddNumberToObject(ps, "limited_by_rounding_steps", lim);
+    if (first >= 0) cJSON_AddNumberToObject(ps, "first_exceed_step", (double)first);
+    else cJSON_AddNullToObject(ps, "first_exceed_step");
+    cJSON_AddItemToObject(ps, "rel_diff", arr);
+    if (lim) add_reason(notes, "per-step loss: the logs' print precision, not the platform, limits %d of %d steps", lim, p->n);
+    if (first < 0) return 0;
+    add_reason(reasons, "per-step loss rel diff max %.3g > tolerance %.3g, first at step %ld", mx, t->per_step_loss, first);
+    return 1;
+}
+
+static int check_final_window(const pairs *p, const tolerances *t, cJSON *fw, cJSON *notes, cJSON *reasons) {
+    const int w = PT_MIN(t->window, p->n);
+    double ma = 0, mb = 0, res_a = 0, res_b = 0;
+    for (int i = p->n - w; i < p->n; i++) { ma += p->la[i]; mb += p->lb[i]; res_a += p->ra[i]; res_b += p->rb[i]; }
+    ma /= w; mb /= w;
+    const double fr = rel(ma, mb);
+    bool lim;
+    const double te = effective_tol(t->final_window_loss, rounding_floor(ma, res_a / w, res_b / w), &lim);
+    cJSON_AddNumberToObject(fw, "window", w);
+    cJSON_AddNumberToObject(fw, "mean_loss_a", ma);
+    cJSON_AddNumberToObject(fw, "mean_loss_b", mb);
+    cJSON_AddNumberToObject(fw, "rel_diff", fr);
+    cJSON_AddNumberToObject(fw, "tolerance", te);
+    cJSON_AddBoolToObject(fw, "limited_by_rounding", lim);
+    if (lim) add_note(notes, "final-window loss", t->final_window_loss, te, "the mean of the printed losses");
+    if (fr <= te) return 0;
+    add_reason(reasons, "final-window (last %d steps) mean loss rel diff %.3g > tolerance %.3g", w, fr, te);
+    return 1;
+}
+
+static int check_eval(const pt_runlog *A, const pt_runlog *B, const tolerances *t, cJSON *ev, cJSON *reasons) {
+    if (isnan(A->eval_loss) || isnan(B->eval_loss)) {
+        cJSON_AddStringToObject(ev, "note", "not compared: eval.json missing on at least one side");
+        return 0;
+    }
+    const double er = rel(A->eval_loss, B->eval_loss);
+    cJSON_AddNumberToObject(ev, "loss_a", A->eval_loss);
+    cJSON_AddNumberToObject(ev, "loss_b", B->eval_loss);
+    cJSON_AddNumberToObject(ev, "rel_diff", er);
+    if (er <= t->eval_loss) return 0;
+    add_reason(reasons, "eval loss rel diff %.3g > tolerance %.3g", er, t->eval_loss);
+    return 1;
+}
+
+static cJSON *profile_json(const char *prof, const tolerances *t) {
+    cJSON *pj = cJSON_CreateObject();
+    cJSON_AddStringToObject(pj, "name", prof);
+    cJSON_AddNumberToObject(pj, "step0_loss", t->step0_loss);
+    cJSON_AddNumberToObject(pj, "step0_grad_norm", t->step0_grad_norm);
+    cJSON_AddNumberToObject(pj, "early_steps", t->early_steps);
+    cJSON_AddNumberToObject(pj, "early_loss", t->early_loss);
+    cJSON_AddNumberToObject(pj, "per_step_loss", t->per_step_loss);
+    cJSON_AddNumberToObject(pj, "window", t->window);
+    cJSON_AddNumberToObject(pj, "final_window_loss", t->final_window_loss);
+    cJSON_AddNumberToObject(pj, "eval_loss", t->eval_loss);
+    return pj;
+}
+
+// The coarsest print resolution of a log's losses and grad norms (0: full precision).
+static void precision_json(const pt_runlog *R, cJSON *prec, const char *key) {
+    double l = 0, g = 0;
+    for (int i = 0; i < R->n; i++) { l = fmax(l, R->pts[i].loss_res); g = fmax(g, R->pts[i].grad_norm_res); }
+    cJSON *o = cJSON_AddObjectToObject(prec, key);
+    cJSON_AddNumberToObject(o, "loss_resolution", l);
+    cJSON_AddNumberToObject(o, "grad_norm_resolution", g);
+}
+
+static void frozen_reasons(cJSON *fi, cJSON *reasons) {
+    cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(fi, "differences"))
+        add_reason(reasons, "frozen input %s differs: %s vs %s", cJSON_GetObjectItem(it, "field")->valuestring,
+                   cJSON_GetObjectItem(it, "a")->valuestring, cJSON_GetObjectItem(it, "b")->valuestring);
+}
+
+// Checks that hold before any tolerance: non-finite values, lost lines, runs that stopped early.
+static int check_logs(const pt_runlog *A, const pt_runlog *B, cJSON *res, cJSON *reasons) {
+    int rejected = 0, na, nb;
+    cJSON *nf = cJSON_AddObjectToObject(res, "nonfinite"), *gaps = cJSON_AddObjectToObject(res, "gaps"),
+          *comp = cJSON_AddObjectToObject(res, "completion");
+    rejected |= nonfinite_steps(A, "a", nf, reasons);
+    rejected |= nonfinite_steps(B, "b", nf, reasons);
+    long *sa = logged_steps(A, &na), *sb = logged_steps(B, &nb);
+    rejected |= gap_steps(A, sa, na, sb, nb, "a", gaps, reasons);
+    rejected |= gap_steps(B, sb, nb, sa, na, "b", gaps, reasons);
+    rejected |= check_completion(A, sa, na, sb, nb, 0, comp, reasons);
+    rejected |= check_completion(B, sb, nb, sa, na, 1, comp, reasons);
+    free(sa);
+    free(sb);
+    return rejected;
+}
+
+static int check_curves(const pt_runlog *A, const pt_runlog *B, const int windowed[2], const tolerances *t,
+                        cJSON *res, cJSON *notes, cJSON *reasons) {
+    cJSON *s0 = cJSON_AddObjectToObject(res, "step0"), *ps = cJSON_AddObjectToObject(res, "per_step"),
+          *fw = cJSON_AddObjectToObject(res, "final_window");
+    pairs p;
+    pairs_build(A, B, &p);
+    int rejected = 0;
+    if (p.n == 0) {
+        add_reason(reasons, "no common steps between %s (%d steps) and %s (%d steps)", A->path, A->n, B->path, B->n);
+        rejected = 1;
+    } else {
+        rejected |= check_step0(&p, t, s0, notes, reasons);
+        rejected |= check_early(&p, t, res, notes, reasons);
+        rejected |= check_per_step(&p, A, B, windowed, t, ps, notes, reasons);
+        rejected |= check_final_window(&p, t, fw, notes, reasons);
+    }
+    pairs_free(&p);
+    return rejected;
 }
 
 int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts *o, cJSON **out) {
@@ -388,153 +677,23 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
     pt_runlog A = {0}, B = {0};
     if (pt_runlog_load(run_a, o->format_a, &A)) { pt_runlog_free(&A); return 2; }  // frees a partial load
     if (pt_runlog_load(run_b, o->format_b, &B)) { pt_runlog_free(&A); pt_runlog_free(&B); return 2; }
-    const int windowed_a = match_windows(&A, &B), windowed_b = match_windows(&B, &A);
-    int exact = !strcmp(prof, "exact");
-    cJSON *res = cJSON_CreateObject(), *reasons = cJSON_CreateArray();
-    cJSON *pj = cJSON_CreateObject();
-    cJSON_AddStringToObject(pj, "name", prof);
-    cJSON_AddNumberToObject(pj, "step0_loss", t.step0_loss);
-    cJSON_AddNumberToObject(pj, "step0_grad_norm", t.step0_grad_norm);
-    cJSON_AddNumberToObject(pj, "early_steps", t.early_steps);
-    cJSON_AddNumberToObject(pj, "early_loss", t.early_loss);
-    cJSON_AddNumberToObject(pj, "per_step_loss", t.per_step_loss);
-    cJSON_AddNumberToObject(pj, "window", t.window);
-    cJSON_AddNumberToObject(pj, "final_window_loss", t.final_window_loss);
-    cJSON_AddNumberToObject(pj, "eval_loss", t.eval_loss);
+    const int windowed[2] = {match_windows(&A, &B), match_windows(&B, &A)};
+    cJSON *res = cJSON_CreateObject(), *reasons = cJSON_CreateArray(), *notes = cJSON_CreateArray();
     int refuse = 0;
     cJSON *fi = frozen_inputs(&A, &B, &refuse);
-    int rejected = 0;
-    if (refuse) {
-        cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(fi, "differences"))
-            add_reason(reasons, "frozen input %s differs: %s vs %s", cJSON_GetObjectItem(it, "field")->valuestring,
-                       cJSON_GetObjectItem(it, "a")->valuestring, cJSON_GetObjectItem(it, "b")->valuestring);
-    }
-    cJSON *nf = cJSON_CreateObject();
-    if (nonfinite_steps(&A, "a", nf, reasons)) rejected = 1;
-    if (nonfinite_steps(&B, "b", nf, reasons)) rejected = 1;
-    cJSON *gaps = cJSON_CreateObject();
-    {
-        int na, nb;
-        long *sa = logged_steps(&A, &na), *sb = logged_steps(&B, &nb);
-        if (gap_steps(&A, sa, na, sb, nb, "a", gaps, reasons)) rejected = 1;
-        if (gap_steps(&B, sb, nb, sa, na, "b", gaps, reasons)) rejected = 1;
-        free(sa);
-        free(sb);
-    }
-    // Common steps (pt_runlog_load sorts each log by step, one point per step; match by step value).
-    // Non-finite points are rejected above and left out of the statistics.
-    int n = 0, ib = 0, missing = 0, b_finite = 0;
-    for (int i = 0; i < B.n; i++) b_finite += !B.pts[i].nonfinite;
-    double *rd = malloc(sizeof(double) * (size_t)(A.n + 1)), *la = malloc(sizeof(double) * (size_t)(A.n + 1)),
-           *lb = malloc(sizeof(double) * (size_t)(A.n + 1));
-    long *st = malloc(sizeof(long) * (size_t)(A.n + 1));
-    double g0a = NAN, g0b = NAN;
-    for (int i = 0; i < A.n; i++) {
-        if (A.pts[i].nonfinite) continue;
-        while (ib < B.n && B.pts[ib].step < A.pts[i].step) ib++;
-        if (ib >= B.n || B.pts[ib].step != A.pts[i].step) { missing++; continue; }
-        if (B.pts[ib].nonfinite) continue;  // not a common step, not a missing one either
-        if (n == 0) { g0a = A.pts[i].grad_norm; g0b = B.pts[ib].grad_norm; }
-        st[n] = A.pts[i].step; la[n] = A.pts[i].loss; lb[n] = B.pts[ib].loss;
-        rd[n] = rel(la[n], lb[n]);
-        n++;
-    }
-    missing += b_finite - n;
-    cJSON *s0 = cJSON_CreateObject(), *ps = cJSON_CreateObject(), *fw = cJSON_CreateObject(), *ev = cJSON_CreateObject();
-    if (n == 0) {
-        add_reason(reasons, "no common steps between %s (%d steps) and %s (%d steps)", run_a, A.n, run_b, B.n);
-        rejected = 1;
-    } else {
-        double r0 = rd[0], g0 = (isnan(g0a) || isnan(g0b)) ? NAN : rel(g0a, g0b);
-        cJSON_AddNumberToObject(s0, "step", (double)st[0]);
-        cJSON_AddNumberToObject(s0, "loss_a", la[0]);
-        cJSON_AddNumberToObject(s0, "loss_b", lb[0]);
-        cJSON_AddNumberToObject(s0, "loss_rel_diff", r0);
-        if (!isnan(g0)) cJSON_AddNumberToObject(s0, "grad_norm_rel_diff", g0);
-        else cJSON_AddNullToObject(s0, "grad_norm_rel_diff");
-        if (r0 > t.step0_loss) { rejected = 1; add_reason(reasons, "step-0 (step %ld) loss rel diff %.3g > tolerance %.3g", st[0], r0, t.step0_loss); }
-        if (!isnan(g0) && g0 > t.step0_grad_norm) { rejected = 1; add_reason(reasons, "step-0 (step %ld) grad-norm rel diff %.3g > tolerance %.3g", st[0], g0, t.step0_grad_norm); }
-        const int ne = PT_MIN(t.early_steps, n);
-        double emx = 0;
-        long efirst = -1;
-        for (int i = 0; i < ne; i++) {
-            if (rd[i] > emx) emx = rd[i];
-            if (efirst < 0 && rd[i] > t.early_loss) efirst = st[i];
-        }
-        cJSON *es = cJSON_AddObjectToObject(res, "early");
-        cJSON_AddNumberToObject(es, "steps", ne);
-        cJSON_AddNumberToObject(es, "max_rel_diff", emx);
-        cJSON_AddNumberToObject(es, "tolerance", t.early_loss);
-        if (efirst >= 0) {
-            rejected = 1;
-            add_reason(reasons, "early-step (first %d) loss rel diff max %.3g > tolerance %.3g, first at step %ld", ne, emx,
-                       t.early_loss, efirst);
-        }
-        long first = -1;
-        double mx = 0;
-        cJSON *arr = cJSON_CreateArray();
-        for (int i = 0; i < n; i++) {
-            if (rd[i] > mx) mx = rd[i];
-            if (first < 0 && rd[i] > t.per_step_loss) first = st[i];
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddNumberToObject(e, "step", (double)st[i]);
-            cJSON_AddNumberToObject(e, "rel", rd[i]);
-            cJSON_AddItemToArray(arr, e);
-        }
-        double *srt = malloc(sizeof(double) * (size_t)n);
-        memcpy(srt, rd, sizeof(double) * (size_t)n);
-        qsort(srt, (size_t)n, sizeof(double), cmp_d);
-        double med = n % 2 ? srt[n / 2] : 0.5 * (srt[n / 2 - 1] + srt[n / 2]);
-        free(srt);
-        cJSON_AddNumberToObject(ps, "n", n);
-        cJSON_AddNumberToObject(ps, "missing", missing);
-        // steps where one log's loss is a mean over several steps (HF logging_steps) and the other's per-step
-        // losses were averaged over the same steps to compare them
-        cJSON_AddNumberToObject(ps, "windowed_a", windowed_a);
-        cJSON_AddNumberToObject(ps, "windowed_b", windowed_b);
-        // lines of a step logged again later (a restarted run's replay): the last one was compared
-        cJSON_AddNumberToObject(ps, "repeated_a", A.repeated);
-        cJSON_AddNumberToObject(ps, "repeated_b", B.repeated);
-        cJSON_AddNumberToObject(ps, "max_rel_diff", mx);
-        cJSON_AddNumberToObject(ps, "median_rel_diff", med);
-        if (first >= 0) cJSON_AddNumberToObject(ps, "first_exceed_step", (double)first);
-        else cJSON_AddNullToObject(ps, "first_exceed_step");
-        cJSON_AddItemToObject(ps, "rel_diff", arr);
-        if (first >= 0) { rejected = 1; add_reason(reasons, "per-step loss rel diff max %.3g > tolerance %.3g, first at step %ld", mx, t.per_step_loss, first); }
-        int w = PT_MIN(t.window, n);
-        double ma = 0, mb = 0;
-        for (int i = n - w; i < n; i++) { ma += la[i]; mb += lb[i]; }
-        ma /= w; mb /= w;
-        double fr = rel(ma, mb);
-        cJSON_AddNumberToObject(fw, "window", w);
-        cJSON_AddNumberToObject(fw, "mean_loss_a", ma);
-        cJSON_AddNumberToObject(fw, "mean_loss_b", mb);
-        cJSON_AddNumberToObject(fw, "rel_diff", fr);
-        if (fr > t.final_window_loss) { rejected = 1; add_reason(reasons, "final-window (last %d steps) mean loss rel diff %.3g > tolerance %.3g", w, fr, t.final_window_loss); }
-    }
-    if (!isnan(A.eval_loss) && !isnan(B.eval_loss)) {
-        double er = rel(A.eval_loss, B.eval_loss);
-        cJSON_AddNumberToObject(ev, "loss_a", A.eval_loss);
-        cJSON_AddNumberToObject(ev, "loss_b", B.eval_loss);
-        cJSON_AddNumberToObject(ev, "rel_diff", er);
-        if (er > t.eval_loss) { rejected = 1; add_reason(reasons, "eval loss rel diff %.3g > tolerance %.3g", er, t.eval_loss); }
-    } else {
-        cJSON_AddStringToObject(ev, "note", "not compared: eval.json missing on at least one side");
-    }
-    (void)exact;
-    int rc = refuse ? 2 : rejected ? 1 : 0;
+    if (refuse) frozen_reasons(fi, reasons);
+    int rejected = check_logs(&A, &B, res, reasons);
+    rejected |= check_curves(&A, &B, windowed, &t, res, notes, reasons);
+    rejected |= check_eval(&A, &B, &t, cJSON_AddObjectToObject(res, "eval"), reasons);
+    cJSON *prec = cJSON_AddObjectToObject(res, "precision");
+    precision_json(&A, prec, "a");
+    precision_json(&B, prec, "b");
+    const int rc = refuse ? 2 : rejected ? 1 : 0;
     cJSON_AddStringToObject(res, "verdict", rc == 0 ? "ACCEPTED" : rc == 1 ? "REJECTED" : "REFUSED");
     cJSON_AddItemToObject(res, "reasons", reasons);
-    cJSON_AddItemToObject(res, "profile", pj);
+    cJSON_AddItemToObject(res, "rounding_notes", notes);
+    cJSON_AddItemToObject(res, "profile", profile_json(prof, &t));
     cJSON_AddItemToObject(res, "frozen_inputs", fi);
-    cJSON_AddItemToObject(res, "step0", s0);
-    cJSON_AddItemToObject(res, "per_step", ps);
-    cJSON_AddItemToObject(res, "final_window", fw);
-    cJSON_AddItemToObject(res, "eval", ev);
-    cJSON_AddItemToObject(res, "nonfinite", nf);
-    cJSON_AddItemToObject(res, "gaps", gaps);
-    free(rd); free(la); free(lb); free(st);
     pt_runlog_free(&A);
     pt_runlog_free(&B);
     if (out) *out = res;

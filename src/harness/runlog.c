@@ -109,7 +109,7 @@ static int load_jsonl(const char *path, pt_runlog *r) {
         double st = num_or_nan(o, "step_time_s");
         if (isnan(st)) st = num_or_nan(o, "step_time");
         pt_runpoint p = {step, lo->valuedouble, num_or_nan(o, "grad_norm"),
-                         num_or_nan(o, "tokens"), st, false, 1};
+                         num_or_nan(o, "tokens"), st, false, 1, 0, 0, NAN};
         p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);  // 1e999 parses as inf
         push(r, &cap, p);
         cJSON_Delete(o);
@@ -151,7 +151,7 @@ static int load_hf(const char *path, pt_runlog *r) {
             snprintf(where, sizeof where, "log_history[%d]", i);
             long step;
             if (step_value(s->valuedouble, path, 0, where, &step)) { cJSON_Delete(root); return -1; }
-            pt_runpoint p = {step, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false, 1};
+            pt_runpoint p = {step, lo->valuedouble, num_or_nan(e, "grad_norm"), NAN, NAN, false, 1, 0, 0, NAN};
             p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);
             if (p.step > prev + 1) p.window = (int)PT_MIN(p.step - prev, 1L << 30);
             prev = p.step;
@@ -176,12 +176,23 @@ static void strip_ansi(char *s) {
     *w = 0;
 }
 
+// Half a unit of the last digit of a printed number ("7.12345" -> 5e-6, "1.5e-3" -> 5e-5, "12" -> 0.5): what
+// the print alone may have rounded away.
+static double print_resolution(const char *num) {
+    const char *dot = strchr(num, '.'), *e = strpbrk(num, "eE");
+    long frac = 0;
+    if (dot && (!e || dot < e)) frac = (long)((e ? e : dot + strlen(dot)) - dot - 1);
+    const long ex = e ? strtol(e + 1, NULL, 10) : 0;
+    const long digits = frac - PT_MAX(PT_MIN(ex, 400L), -400L);
+    return 0.5 * pow(10.0, (double)-digits);
+}
+
 // After "key:" a number (commas allowed as thousands separators). 1 found, 0 not.
 static bool number_char(const char *p) {
     return isdigit((unsigned char)*p) || (*p && strchr("+-.,eE", *p)) || !strncmp(p, "nan", 3) || !strncmp(p, "inf", 3);
 }
 
-static int field(const char *l, const char *key, double *out) {
+static int field_res(const char *l, const char *key, double *out, double *res) {
     const char *p = strstr(l, key);
     while (p && p != l && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p = strstr(p + 1, key);
     if (!p) return 0;
@@ -202,64 +213,216 @@ static int field(const char *l, const char *key, double *out) {
     buf[n] = 0;
     char *end;
     *out = strtod(buf, &end);
+    if (res) *res = print_resolution(buf);
     return n > 0 && *end == 0;
 }
 
-// TorchTitan (torchtitan/components/metrics.py, MetricsProcessor.log) logs per step, coloured
-// (torchtitan/tools/utils.py Color; older releases coloured memory yellow, newer turquoise):
-//   [rank0]:[titan] 2025-01-01 12:00:00,000 - root - INFO - \033[31mstep:  1  \033[32mloss:  7.9850
-//   \033[38;2;180;60;0mgrad_norm:  2.1053  \033[38;2;54;234;195mmemory: 14.63GiB(15.40%)  \033[34mtps: 1,257 ...
-// log_validation prints "validate step: N  loss: ..." lines: not training steps, skipped.
+static int field(const char *l, const char *key, double *out) { return field_res(l, key, out, NULL); }
+
+// A TorchTitan console line taken apart: torchrun's "[rankN]:" prefix, the logger's
+// "[titan] YYYY-MM-DD HH:MM:SS,mmm - root - LEVEL - " stamp, and the message after them (colours stripped).
+typedef struct {
+    int rank;     // -1: no prefix
+    double time;  // seconds since 1970 of the stamp; NAN: no stamp
+    bool stamped;
+    const char *msg;
+} tt_line;
+
+static long days_from_civil(long y, long m, long d) {  // proleptic Gregorian, 1970-01-01 = 0
+    y -= m <= 2;
+    const long era = (y >= 0 ? y : y - 399) / 400, yoe = y - era * 400;
+    const long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1, doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static double parse_stamp(const char *p) {
+    int Y, M, D, h, mi, sec, ms, used = 0;
+    if (sscanf(p, "%4d-%2d-%2d %2d:%2d:%2d,%3d%n", &Y, &M, &D, &h, &mi, &sec, &ms, &used) != 7 || used < 23) return NAN;
+    return (double)days_from_civil(Y, M, D) * 86400.0 + h * 3600.0 + mi * 60.0 + sec + ms / 1000.0;
+}
+
+// The line must have its colours stripped already.
+static tt_line tt_split(const char *l) {
+    tt_line t = {-1, NAN, false, l};
+    // torchrun --tee prefixes each line, and a rank's own error report prefixes it again ("[rank0]:[rank0]: ...")
+    while (!strncmp(l, "[rank", 5) && isdigit((unsigned char)l[5])) {
+        char *e;
+        const long v = strtol(l + 5, &e, 10);
+        if (e[0] != ']' || e[1] != ':' || v >= (1L << 30)) break;
+        if (t.rank < 0) t.rank = (int)v;
+        l = e + 2;
+        while (*l == ' ') l++;
+    }
+    if (!strncmp(l, "[titan] ", 8)) {
+        t.stamped = true;
+        t.time = parse_stamp(l + 8);
+        // "... - root - INFO - message": the message follows the third " - "
+        const char *m = l + 8;
+        for (int k = 0; k < 3 && m; k++) { m = strstr(m, " - "); if (m) m += 3; }
+        l = m ? m : l + 8;
+    }
+    while (*l == ' ') l++;
+    t.msg = l;
+    return t;
+}
+
+static bool tt_step_line(const char *msg, const char *whole) {
+    if (!strncmp(msg, "step:", 5)) return strstr(msg, "loss:") != NULL;
+    return strstr(whole, "step:") && strstr(whole, "loss:") && !strstr(whole, "validate step:");
+}
+
+// A Python exception line ("RuntimeError: ...", "torch.distributed...ChildFailedError:"), the last line of a
+// traceback.
+static bool exception_line(const char *m) {
+    const char *p = m;
+    while (isalnum((unsigned char)*p) || *p == '_' || *p == '.') p++;
+    if (*p != ':' || p == m) return false;
+    return (p - m >= 5 && !strncmp(p - 5, "Error", 5)) || (p - m >= 9 && !strncmp(p - 9, "Exception", 9)) ||
+           (p - m >= 9 && !strncmp(p - 9, "Interrupt", 9));
+}
+
+// State of one TorchTitan log while its lines are read (one attempt after another).
+typedef struct {
+    const char *path;
+    int cap, vcap, line, min_rank, others;
+    double t0, last_t;  // first stamp of the log; stamp of the previous step line of this attempt
+    long last_step;     // -1: no step line yet in this attempt
+    bool finished, nonfinite, error;
+    long stop_step;
+    char reason[160];
+} tt_state;
+
+static void tt_new_attempt(tt_state *st, pt_runlog *r, long first_step) {
+    r->attempts++;
+    r->resumed_from = first_step > 1 ? first_step - 1 : -1;
+    st->finished = st->nonfinite = st->error = false;
+    st->reason[0] = 0;
+    st->last_step = -1;
+    st->last_t = NAN;
+}
+
+static int tt_step(tt_state *st, pt_runlog *r, const char *l, const tt_line *t) {
+    double s, lo, g = NAN, lres = 0, gres = 0;
+    if (!field(l, "step:", &s) || !field_res(l, "loss:", &lo, &lres)) {
+        pt_set_error("%s:%d: a step line without a numeric step/loss", st->path, st->line);
+        return -1;
+    }
+    long step;
+    if (step_value(s, st->path, st->line, "", &step)) return -1;
+    const bool has_g = field_res(l, "grad_norm:", &g, &gres);
+    if (!has_g) { g = NAN; gres = 0; }
+    pt_runpoint p = {step, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g)), 1, lres, gres, NAN};
+    if (isfinite(t->time)) {
+        p.wall_time = t->time - st->t0;
+        // A step line closes log_freq steps: their mean time. The first of an attempt includes the start-up.
+        if (st->last_step >= 0 && step > st->last_step && isfinite(st->last_t))
+            p.step_time = (t->time - st->last_t) / (double)(step - st->last_step);
+        st->last_t = t->time;
+    }
+    st->last_step = step;
+    push(r, &st->cap, p);
+    return 0;
+}
+
+static int tt_validation(tt_state *st, pt_runlog *r, const char *l) {
+    double s, lo, res = 0;
+    long step;
+    if (!field(l, "validate step:", &s) || !field_res(l, "loss:", &lo, &res)) return 0;  // not ours to refuse
+    if (step_value(s, st->path, st->line, "", &step)) return -1;
+    if (r->n_val == st->vcap) {
+        st->vcap = st->vcap ? 2 * st->vcap : 16;
+        r->val = pt_realloc(r->val, sizeof *r->val * (size_t)st->vcap);
+    }
+    r->val[r->n_val++] = (pt_runpoint){step, lo, NAN, NAN, NAN, !isfinite(lo), 1, res, 0, NAN};
+    return 0;
+}
+
+// "Loss is not finite (global_avg_loss=nan) at step 2. Stopping training." (Trainer.train_step): the loss of
+// that step is never printed as a step line; it becomes a non-finite point, and the run's end.
+static void tt_nonfinite_stop(tt_state *st, pt_runlog *r, const char *m) {
+    if (st->nonfinite) return;  // torchrun repeats the error in its summary
+    const char *at = strstr(m, " at step ");
+    char *e = NULL;
+    const long step = at ? strtol(at + 9, &e, 10) : -1;
+    if (step < 0 || e == at + 9) return;
+    const char *open = strstr(m, "(global_avg_loss=");
+    snprintf(st->reason, sizeof st->reason, "loss is not finite%s%.*s", open ? " " : "",
+             open ? (int)(strcspn(open, ")") + 1) : 0, open ? open : "");
+    st->nonfinite = true;
+    st->stop_step = step;
+    push(r, &st->cap, (pt_runpoint){step, NAN, NAN, NAN, NAN, true, 1, 0, 0, NAN});
+}
+
+static void tt_event(tt_state *st, pt_runlog *r, const char *m) {
+    long v;
+    if (sscanf(m, "Training starts at step %ld", &v) == 1) tt_new_attempt(st, r, v);
+    else if (!strncmp(m, "Training completed", 18)) st->finished = true;
+    else if (!strncmp(m, "Saving the checkpoint", 21) || !strncmp(m, "Staging the checkpoint", 22)) r->ckpt_saves++;
+    else if (!strncmp(m, "Loading the checkpoint from ", 28) && strstr(m, "step-")) r->ckpt_loads++;
+    else if (strstr(m, "Loss is not finite") && strstr(m, "Stopping training")) tt_nonfinite_stop(st, r, m);
+    else if (exception_line(m) && !st->error && !st->nonfinite) {
+        st->error = true;
+        snprintf(st->reason, sizeof st->reason, "%.150s", m);
+    }
+}
+
+// torchrun without --local-ranks-filter prints every rank's lines ("[rank0]:", "[rank1]:", ...); the logged loss
+// is the same global mean on each rank, so one rank's lines are the run's: the lowest rank's.
+static int tt_min_rank(const char *text) {
+    int min_rank = -1;
+    for (const char *p = text; (p = strstr(p, "[rank")); p += 5) {
+        if (p != text && p[-1] != '\n' && p[-1] != 'm') continue;  // line start, or after a colour code
+        char *e;
+        const long v = strtol(p + 5, &e, 10);
+        if (e != p + 5 && e[0] == ']' && e[1] == ':' && v < (1L << 30) && (min_rank < 0 || v < min_rank)) min_rank = (int)v;
+    }
+    return min_rank;
+}
+
+static void tt_finish(tt_state *st, pt_runlog *r) {
+    if (st->others)
+        pt_warn("%s: %d step lines of ranks other than rank %d ignored (rank %d's are the run's)", st->path,
+                st->others, st->min_rank, st->min_rank);
+    long last = -1;
+    for (int i = 0; i < r->n; i++) last = PT_MAX(last, r->pts[i].step);
+    r->end = st->nonfinite ? PT_END_NONFINITE : st->error ? PT_END_ERROR : st->finished ? PT_END_FINISHED : PT_END_TRUNCATED;
+    r->stop_step = st->nonfinite ? st->stop_step : r->end == PT_END_FINISHED ? -1 : last;
+    if (r->end == PT_END_TRUNCATED)
+        snprintf(r->stop_reason, sizeof r->stop_reason, "the log ends without TorchTitan's \"Training completed\" "
+                 "(killed, still running or cut)");
+    else snprintf(r->stop_reason, sizeof r->stop_reason, "%s", st->reason);
+}
+
+// TorchTitan (torchtitan/components/metrics.py, MetricsProcessor.log) logs step 1 and every log_freq-th step:
+//   [rank0]:[titan] 2026-12-07 12:00:00,000 - root - INFO - \033[31mstep:  1  \033[32mloss: 12.02394
+//   \033[38;2;180;60;0mgrad_norm:  2.1053  \033[38;2;54;234;195mmemory: ...GiB(...%)  \033[34mtps: 1,257 ...
+// ("[rankN]:" from torchrun --tee, colours unless --metrics.disable-color-printing), validation lines
+// "validate step: N  loss: ...", and the run's events: "Training starts at step N" (an attempt; N > 1 after a
+// checkpoint load), checkpoint saves and loads, "Training completed" at a normal end, the non-finite stop, and
+// an exception's last traceback line when it crashes.
 static int load_torchtitan(const char *path, pt_runlog *r) {
     char *text = read_all(path);
     if (!text) return -1;
-    int cap = 0, line = 0, nrank = 0, min_rank = -1;
-    int *rank = NULL;  // each point's "[rankN]:" prefix (torchrun), -1 when none
+    tt_state st = {.path = path, .min_rank = tt_min_rank(text), .t0 = NAN, .last_t = NAN, .last_step = -1,
+                   .stop_step = -1};
+    r->resumed_from = -1;
     char *cur = text;
-    for (char *l; (l = next_line(&cur));) {
-        line++;
+    int rc = 0;
+    for (char *l; rc == 0 && (l = next_line(&cur));) {
+        st.line++;
         strip_ansi(l);
-        if (!strstr(l, "step:") || !strstr(l, "loss:") || strstr(l, "validate step:")) continue;
-        double s, lo, g = NAN, tps = NAN;
-        if (!field(l, "step:", &s) || !field(l, "loss:", &lo)) {
-            pt_set_error("%s:%d: a step line without a numeric step/loss", path, line);
-            free(rank); free(text); return -1;
-        }
-        long step;
-        if (step_value(s, path, line, NULL, &step)) { free(rank); free(text); return -1; }
-        const bool has_g = field(l, "grad_norm:", &g);
-        if (!has_g) g = NAN;
-        if (!field(l, "tps:", &tps)) tps = NAN;
-        int rk = -1;
-        if (!strncmp(l, "[rank", 5) && isdigit((unsigned char)l[5])) {
-            char *e;
-            const long v = strtol(l + 5, &e, 10);
-            if (*e == ']' && v < (1L << 30)) rk = (int)v;
-        }
-        if (rk >= 0 && (min_rank < 0 || rk < min_rank)) min_rank = rk;
-        pt_runpoint p = {step, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g)), 1};
-        push(r, &cap, p);
-        if (nrank < r->n) {
-            nrank = cap;
-            rank = pt_realloc(rank, sizeof *rank * (size_t)nrank);
-        }
-        rank[r->n - 1] = rk;
+        const tt_line t = tt_split(l);
+        const bool step_line = tt_step_line(t.msg, l);
+        if (t.rank >= 0 && st.min_rank >= 0 && t.rank != st.min_rank) { st.others += step_line; continue; }
+        if (isfinite(t.time) && !isfinite(st.t0)) st.t0 = t.time;
+        if (strstr(t.msg, "validate step:")) rc = tt_validation(&st, r, t.msg);
+        else if (step_line) rc = tt_step(&st, r, t.msg, &t);
+        else tt_event(&st, r, t.msg);
     }
     free(text);
-    // torchrun without --local-ranks-filter prints every rank's line ("[rank0]:", "[rank1]:", ...); the logged
-    // loss is the same global mean on each, so one rank's lines are the run's: the lowest rank's.
-    if (min_rank >= 0) {
-        int k = 0, others = 0;
-        for (int i = 0; i < r->n; i++) {
-            if (rank[i] == min_rank || rank[i] < 0) r->pts[k++] = r->pts[i];
-            else others++;
-        }
-        r->n = k;
-        if (others) pt_warn("%s: %d step lines of ranks other than rank %d ignored (rank %d's are the run's)", path,
-                            others, min_rank, min_rank);
-    }
-    free(rank);
+    if (rc) return -1;
     if (r->n == 0) { pt_set_error("%s: no TorchTitan \"step: ... loss: ...\" lines", path); return -1; }
+    tt_finish(&st, r);
     return 0;
 }
 
@@ -303,10 +466,11 @@ static int load_csv(const char *path, pt_runlog *r) {
             pt_set_error("%s:%d: %d cells, the header has %d", path, line, nc, ncol);
             free(text); return -1;
         }
-        double v[5];
+        double v[5], res[5] = {0};
         for (int k = 0; k < 5; k++) {
             v[k] = NAN;
             if (col[k] < 0 || !*cells[col[k]]) continue;
+            res[k] = print_resolution(cells[col[k]]);
             char *end;
             v[k] = strtod(cells[col[k]], &end);
             if (*end) {
@@ -322,7 +486,7 @@ static int load_csv(const char *path, pt_runlog *r) {
         bool gn_bad = col[2] >= 0 && *cells[col[2]] && !isfinite(v[2]);
         long step;
         if (step_value(v[0], path, line, NULL, &step)) { free(text); return -1; }
-        pt_runpoint p = {step, v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad, 1};
+        pt_runpoint p = {step, v[1], v[2], v[3], v[4], !isfinite(v[1]) || gn_bad, 1, res[1], res[2], NAN};
         push(r, &cap, p);
     }
     free(text);
@@ -367,32 +531,62 @@ static void sort_and_dedupe(pt_runlog *r) {
 static bool is_dir(const char *p) { struct stat st; return !stat(p, &st) && S_ISDIR(st.st_mode); }
 static bool is_file(const char *p) { struct stat st; return !stat(p, &st) && S_ISREG(st.st_mode); }
 
+// A TorchTitan console log: a step line, or a line with the logger's "[titan] " stamp, anywhere in the file
+// (the first step line follows 30-80 start-up lines).
+static bool looks_torchtitan(char *text) {
+    char *cur = text;
+    for (char *l; (l = next_line(&cur));) {
+        strip_ansi(l);
+        const tt_line t = tt_split(l);
+        if (t.stamped || tt_step_line(t.msg, l)) return true;
+    }
+    return false;
+}
+
+// A CSV header: the first non-empty line has cells "step" and "loss".
+static bool looks_csv(const char *buf) {
+    while (isspace((unsigned char)*buf)) buf++;
+    const size_t L = strcspn(buf, "\r\n");
+    bool step = false, loss = false;
+    for (size_t i = 0; i < L;) {
+        size_t k = strcspn(buf + i, ",\r\n");
+        size_t a = i, b = i + k;
+        while (a < b && isspace((unsigned char)buf[a])) a++;
+        while (b > a && isspace((unsigned char)buf[b - 1])) b--;
+        step |= b - a == 4 && !strncmp(buf + a, "step", 4);
+        loss |= b - a == 4 && !strncmp(buf + a, "loss", 4);
+        i += k + 1;
+    }
+    return step && loss;
+}
+
 static const char *detect(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = buf;
+    char *text = read_all(path);
+    if (!text) return NULL;
+    const char *p = text, *fmt = NULL;
     while (isspace((unsigned char)*p)) p++;
     if (*p == '{') {
-        if (strstr(buf, "\"log_history\"") || strstr(buf, "\"global_step\"")) return "hf";
-        // a pretty-printed single object is HF; one object per line is JSONL
-        char *nl = strchr(p, '\n');
-        if (nl && nl[-1] != '}' && !(nl - 1 > p && nl[-1] == '\r' && nl[-2] == '}')) return "hf";
-        return "jsonl";
-    }
-    char tmp[4096];
-    memcpy(tmp, buf, n + 1);
-    strip_ansi(tmp);
-    if (strstr(tmp, "step:") && strstr(tmp, "loss:")) return "torchtitan";
-    return "csv";
+        char head[4096];
+        snprintf(head, sizeof head, "%s", p);
+        if (strstr(head, "\"log_history\"") || strstr(head, "\"global_step\"")) fmt = "hf";
+        else {  // a pretty-printed single object is HF; one object per line is JSONL
+            const char *nl = strchr(p, '\n');
+            fmt = nl && nl[-1] != '}' && !(nl - 1 > p && nl[-1] == '\r' && nl[-2] == '}') ? "hf" : "jsonl";
+        }
+    } else if (looks_csv(p)) fmt = "csv";
+    else if (looks_torchtitan(text)) fmt = "torchtitan";
+    free(text);
+    if (!fmt)
+        pt_set_error("%s: not a run log compare recognises (tried: portatrain run dir, HF trainer_state.json, "
+                     "TorchTitan console log, CSV with a step,loss header, JSON Lines); name its format with "
+                     "--format-a/--format-b", path);
+    return fmt;
 }
 
 int pt_runlog_load(const char *path, const char *format, pt_runlog *out) {
     memset(out, 0, sizeof *out);
     out->eval_loss = NAN;
+    out->stop_step = out->resumed_from = -1;
     out->path = pt_strdup(path);
     char *file = NULL;
     if (is_dir(path)) {
@@ -427,6 +621,7 @@ int pt_runlog_load(const char *path, const char *format, pt_runlog *out) {
         if (!is_file(path)) { pt_set_error("%s: no such file or directory", path); return -1; }
         file = pt_strdup(path);
         if (!format || !strcmp(format, "auto")) format = detect(path);
+        if (!format) { free(file); return -1; }
     }
     int rc;
     if (!strcmp(format, "portatrain") || !strcmp(format, "jsonl")) rc = load_jsonl(file, out);
@@ -446,5 +641,6 @@ void pt_runlog_free(pt_runlog *r) {
     free(r->path);
     free(r->skipped);
     free(r->pts);
+    free(r->val);
     memset(r, 0, sizeof *r);
 }

@@ -13,7 +13,20 @@ typedef struct {
     bool nonfinite;    // the loss, or a grad_norm the log has, is NaN or inf (grad_norm NAN alone = not logged)
     int window;        // the loss is the mean over steps step-window+1 .. step (HF logging_steps > 1); 0 or 1:
                        // this step's own loss. grad_norm is always this step's.
+    // Half a unit of the last printed digit (a loss printed as 7.12345 is 7.12345 +- 5e-6): the absolute
+    // error the print alone carries. 0 for full-precision values (portatrain, HF's JSON, JSONL).
+    double loss_res, grad_norm_res;
+    double wall_time;  // seconds since the log's first time stamp; NAN when the log has no stamps
 } pt_runpoint;
+
+// Why a run ended, as far as its log can tell.
+typedef enum {
+    PT_END_UNKNOWN = 0,  // the format has no end-of-training line (CSV, JSONL, HF, portatrain dirs)
+    PT_END_FINISHED,     // the log has its trainer's end-of-training line
+    PT_END_NONFINITE,    // the trainer stopped on a non-finite loss (stop_step is that step)
+    PT_END_ERROR,        // an exception / error line and no end-of-training line
+    PT_END_TRUNCATED,    // the format has an end-of-training line and this log lacks it (killed, cut, running)
+} pt_run_end;
 
 typedef struct {
     char *path;
@@ -26,8 +39,18 @@ typedef struct {
     int n_skipped;
     int repeated;        // lines dropped because a later line logged the same step (a restarted run's replay);
                          // pts is sorted by step, one point per step
+    pt_run_end end;
+    long stop_step;      // PT_END_NONFINITE / PT_END_ERROR: the step it stopped at (the last step logged when the
+                         // error names none); -1 otherwise
+    char stop_reason[160];  // one line: "loss is not finite (global_avg_loss=nan)", the error line, ...
+    pt_runpoint *val;    // validation losses ("validate step: N  loss: ..."), by step; not curve points
+    int n_val;
+    int attempts;        // training starts in the log (a resumed run pasted after its first attempt: 2); 0 if unknown
+    int ckpt_saves, ckpt_loads;
+    long resumed_from;   // the step the last attempt loaded a checkpoint of (its first step - 1); -1 when none
 } pt_runlog;
 
-// format: NULL or "auto" to detect. 0 or -1 with an error naming file:line.
+// format: NULL or "auto" to detect. 0 or -1 with an error naming file:line; a file no importer recognises
+// gets one line naming the formats tried and --format-a/--format-b.
 int pt_runlog_load(const char *path, const char *format, pt_runlog *out);
 void pt_runlog_free(pt_runlog *r);
