@@ -1337,19 +1337,24 @@ static int check_recipe(const pt_accept_opts *o, const cJSON *r) {
     t.learning_rate = o->learning_rate, t.warmup_steps = o->warmup_steps, t.weight_decay = o->weight_decay;
     t.max_grad_norm = o->max_grad_norm, t.seed = o->seed, t.seq_len = o->seq_len, t.max_steps = o->steps;
     t.per_device_train_batch_size = o->batch;
+    char *text[64];  // the values as typed, which t's strings point into until the checks are done
+    int n = 0, rc = 0;
     const cJSON *v;
     cJSON_ArrayForEach(v, r) {
         const pt_train_flag *f = pt_train_flag_find_key(v->string);
-        char *text = recipe_value_text(v);
-        const int rc = f ? pt_train_flag_set(f, text, &t) : -1;
-        if (!f) pt_set_error("recipe key '%s' is not a train flag", v->string);
-        free(text);
-        if (rc != 0) { pt_prefix_error("accept: "); return -1; }
+        if (!f || n == (int)PT_ARRAY_LEN(text)) {
+            pt_set_error("recipe key '%s' is not a train flag", v->string);
+            rc = -1;
+            break;
+        }
+        text[n] = recipe_value_text(v);
+        if ((rc = pt_train_flag_set(f, text[n++], &t)) != 0) break;
     }
     pt_lr_schedule sched;
-    int rc = pt_train_args_check(&t, &sched);
+    if (rc == 0) rc = pt_train_args_check(&t, &sched);
     if (rc == 0) rc = pt_lr_schedule_check(&sched, o->learning_rate, o->warmup_steps, o->steps);
     if (rc != 0) pt_prefix_error("accept: ");
+    for (int i = 0; i < n; i++) free(text[i]);
     return rc;
 }
 
