@@ -133,11 +133,12 @@ check 2 "portatrain: error: accept: --shuffle false: the --baseline-run $T/hfdl 
   "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/agree" --baseline-run "$T/hfdl" --shuffle=false
 jcheck "$T/agree/report.json" "r['verdict']=='ACCEPTED'" "  the refused reruns left the earlier report"
 #    values train would refuse are refused before any run, naming the flag
-for bad in "--adam-beta2 1:--adam-beta2 1: must be in \[0, 1)" "--adam-epsilon 0:--adam-epsilon 0: must be > 0" \
-           "--lr-scheduler-type foo:--lr-scheduler-type 'foo' unknown" "--epoch-boundary edge:--epoch-boundary edge: must be hf or wrap" \
-           "--data-mode ragged:--data-mode ragged: must be packed or padded" \
+#    (train's messages: tests/test_accept_train_checks.sh holds accept to each)
+for bad in "--adam-beta2 1:invalid optimizer hyperparameters" "--adam-epsilon 0:invalid optimizer hyperparameters" \
+           "--lr-scheduler-type foo:--lr-scheduler-type 'foo' unknown" "--epoch-boundary edge:--epoch-boundary must be hf or wrap" \
+           "--data-mode ragged:--data-mode must be packed or padded" \
            "--epoch-boundary wrap --dataloader-drop-last:--dataloader-drop-last needs --epoch-boundary hf" \
-           "--lr-scheduler-type warmup_stable_decay:warmup_stable_decay" "--lr-scheduler-kwargs [1]:--lr-scheduler-kwargs must be a JSON object"; do
+           "--lr-scheduler-type warmup_stable_decay:warmup_stable_decay" "--lr-scheduler-kwargs [1]:--lr-scheduler-kwargs: not a JSON object"; do
     check 2 "portatrain: error: .*${bad#*:}" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/bad" ${bad%%:*}
 done
 [ ! -e "$T/bad" ] && echo "ok: nothing ran for a bad recipe flag" || { echo "FAIL: ran with a bad recipe flag"; fail=1; }

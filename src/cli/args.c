@@ -126,6 +126,12 @@ bool argp_flag(pt_argparse *p) {
     return v ? argp_parse_bool(p->cmd, g_name, v) : true;
 }
 
+const char *argp_flag_value(pt_argparse *p) {
+    const char *v = g_inline_value;
+    g_inline_value = NULL;  // a flag never takes the next argument as its value
+    return v;
+}
+
 bool argp_parse_bool(const char *cmd, const char *opt, const char *v) {
     static const char *const yes[] = {"true", "1", "yes"}, *const no[] = {"false", "0", "no"};
     for (int i = 0; i < 3; i++) {

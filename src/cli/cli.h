@@ -50,6 +50,8 @@ double argp_double_min(pt_argparse *p, double min);
 // yes/no (any case, as Hugging Face's parser does); any other V is a usage
 // error (exit 2) rather than silently ignored.
 bool argp_flag(pt_argparse *p);
+// The same flag's "=V" text unparsed (NULL for the bare flag), for a parser of its own (train's flag table).
+const char *argp_flag_value(pt_argparse *p);
 // The same checks on a value parsed outside pt_argparse (train --supervise).
 int64_t argp_parse_int(const char *cmd, const char *opt, const char *v, int64_t min, int64_t max);
 double argp_parse_double(const char *cmd, const char *opt, const char *v, double min);

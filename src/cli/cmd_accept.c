@@ -1,6 +1,7 @@
 // portatrain accept: the acceptance suite (library: src/harness/accept.c).
 #include "cli/cli.h"
 #include "harness/accept.h"
+#include "train/train_args.h"
 #include "util/common.h"
 #include "util/json.h"
 
@@ -45,15 +46,83 @@ static void help(void) {
            "See docs/ACCEPT.md.\n");
 }
 
-// The recipe setting whose train flag is `a` ("--adam-beta2" is adam_beta2), or NULL.
-static const pt_recipe_key *recipe_key_of(const char *a) {
-    if (strncmp(a, "--", 2) != 0) return NULL;
-    for (int i = 0; i < pt_accept_recipe_nkeys; i++) {
-        const char *k = pt_accept_recipe_keys[i].key, *f = a + 2;
-        while (*k && (*f == *k || (*f == '-' && *k == '_'))) f++, k++;
-        if (!*k && !*f) return &pt_accept_recipe_keys[i];
+// accept's own training flags: train's, parsed by train's table (its messages, its ranges) into t.
+static const char *const TRAIN_FLAGS[] = {"--seq-len", "--per-device-train-batch-size", "--learning-rate",
+                                          "--warmup-steps", "--weight-decay", "--max-grad-norm", "--seed"};
+
+static bool is_train_flag(const char *a) {
+    for (size_t i = 0; i < sizeof TRAIN_FLAGS / sizeof *TRAIN_FLAGS; i++)
+        if (!strcmp(a, TRAIN_FLAGS[i])) return true;
+    return false;
+}
+
+// o's training values as train's arguments, and back.
+static void to_train(const pt_accept_opts *o, pt_train_args *t) {
+    pt_train_args_defaults(t);
+    t->seq_len = o->seq_len, t->per_device_train_batch_size = o->batch, t->learning_rate = o->learning_rate;
+    t->warmup_steps = o->warmup_steps, t->weight_decay = o->weight_decay, t->max_grad_norm = o->max_grad_norm;
+    t->seed = o->seed;
+}
+
+static void from_train(const pt_train_args *t, pt_accept_opts *o) {
+    o->seq_len = t->seq_len, o->batch = t->per_device_train_batch_size, o->learning_rate = t->learning_rate;
+    o->warmup_steps = t->warmup_steps, o->weight_decay = t->weight_decay, o->max_grad_norm = t->max_grad_norm;
+    o->seed = t->seed;
+}
+
+// A train flag's value (v; a boolean flag: NULL for the bare flag) into t and, for a recipe flag, into
+// o->recipe as train_args.json records it. 0, or -1 with train's error.
+static int train_flag(const pt_train_flag *f, const char *v, pt_train_args *t, pt_accept_opts *o) {
+    if (pt_train_flag_set(f, v, t) != 0) return -1;
+    if (!strcmp(f->name, "--warmup-steps") && t->warmup_ratio > 0) {  // runs take whole steps
+        pt_set_error("option %s expects an integer, got '%s'", f->name, v);
+        return -1;
     }
-    return NULL;
+    if (!f->recipe) return 0;
+    if (!o->recipe) o->recipe = cJSON_CreateObject();
+    cJSON_DeleteItemFromObjectCaseSensitive(o->recipe, f->key);  // given twice: the last one, as other flags
+    cJSON_AddItemToObject(o->recipe, f->key, pt_train_flag_json(f, t));
+    return 0;
+}
+
+// -1: parsed; else the exit status.
+static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, const char **cand, long *ckpt,
+                 long *rsave) {
+    pt_train_args t;
+    to_train(o, &t);
+    pt_argparse p;
+    argp_init(&p, argc, argv);
+    const char *a;
+    const pt_train_flag *f;
+    while ((a = argp_next(&p))) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return 0; }
+        else if (!strcmp(a, "--baseline")) *base = argp_value(&p);
+        else if (!strcmp(a, "--candidate")) *cand = argp_value(&p);
+        else if (!strcmp(a, "--output-dir")) o->output_dir = argp_value(&p);
+        else if (!strcmp(a, "--steps") || !strcmp(a, "--max-steps")) o->steps = argp_int(&p);
+        else if (!strcmp(a, "--checkpoint-step")) *ckpt = argp_int(&p);
+        else if (!strcmp(a, "--recovery-save-steps")) *rsave = argp_int(&p);
+        else if (!strcmp(a, "--model")) o->model_dir = argp_value(&p);
+        else if (!strcmp(a, "--config")) o->config_path = argp_value(&p);
+        else if (!strcmp(a, "--init-seed")) o->init_seed = (uint64_t)argp_int(&p);
+        else if (!strcmp(a, "--tokenizer-dir")) o->tokenizer_dir = argp_value(&p);
+        else if (!strcmp(a, "--train-data")) o->train_data = argp_value(&p);
+        else if (!strcmp(a, "--eval-data")) o->eval_data = argp_value(&p);
+        else if (!strcmp(a, "--baseline-run")) o->baseline_run = argp_value(&p);
+        else if (!strcmp(a, "--price-table")) o->price_table = argp_value(&p);
+        else if (!strcmp(a, "--launcher")) o->launcher = argp_value(&p);
+        else if (!strcmp(a, "--profile")) o->profile = argp_value(&p);
+        else if (!strcmp(a, "--eval-batches")) o->eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
+        else if ((f = pt_train_flag_find(a)) && (f->recipe || is_train_flag(a))) {
+            if (train_flag(f, f->kind == PT_FLAG_BOOL ? argp_flag_value(&p) : argp_value(&p), &t, o) != 0)
+                return cli_usage_error("accept", "%s", pt_last_error());
+        }
+        else if (!strcmp(a, "--test-fault")) o->test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
+        else if (!strcmp(a, "--quiet")) o->quiet = argp_flag(&p);
+        else return argp_unknown(&p, a);
+    }
+    from_train(&t, o);
+    return -1;
 }
 
 int cmd_accept(int argc, char **argv) {
@@ -61,56 +130,11 @@ int cmd_accept(int argc, char **argv) {
     pt_accept_defaults(&o);
     const char *base = NULL, *cand = NULL;
     long ckpt = 0, rsave = 0;
-    pt_argparse p;
-    argp_init(&p, argc, argv);
-    const char *a;
-    const pt_recipe_key *r;
-    while ((a = argp_next(&p))) {
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return 0; }
-        else if (!strcmp(a, "--baseline")) base = argp_value(&p);
-        else if (!strcmp(a, "--candidate")) cand = argp_value(&p);
-        else if (!strcmp(a, "--output-dir")) o.output_dir = argp_value(&p);
-        else if (!strcmp(a, "--steps") || !strcmp(a, "--max-steps")) o.steps = argp_int(&p);
-        else if (!strcmp(a, "--checkpoint-step")) ckpt = argp_int(&p);
-        else if (!strcmp(a, "--recovery-save-steps")) rsave = argp_int(&p);
-        else if (!strcmp(a, "--model")) o.model_dir = argp_value(&p);
-        else if (!strcmp(a, "--config")) o.config_path = argp_value(&p);
-        else if (!strcmp(a, "--init-seed")) o.init_seed = (uint64_t)argp_int(&p);
-        else if (!strcmp(a, "--tokenizer-dir")) o.tokenizer_dir = argp_value(&p);
-        else if (!strcmp(a, "--train-data")) o.train_data = argp_value(&p);
-        else if (!strcmp(a, "--eval-data")) o.eval_data = argp_value(&p);
-        else if (!strcmp(a, "--baseline-run")) o.baseline_run = argp_value(&p);
-        else if (!strcmp(a, "--price-table")) o.price_table = argp_value(&p);
-        else if (!strcmp(a, "--launcher")) o.launcher = argp_value(&p);
-        else if (!strcmp(a, "--profile")) o.profile = argp_value(&p);
-        else if (!strcmp(a, "--seq-len")) o.seq_len = (int)argp_int_range(&p, 1, INT_MAX);
-        else if (!strcmp(a, "--per-device-train-batch-size")) o.batch = (int)argp_int_range(&p, 1, INT_MAX);
-        else if (!strcmp(a, "--learning-rate")) o.learning_rate = argp_double(&p);
-        else if (!strcmp(a, "--warmup-steps")) o.warmup_steps = argp_int(&p);
-        else if (!strcmp(a, "--weight-decay")) o.weight_decay = argp_double(&p);
-        else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = argp_double(&p);
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)argp_int(&p);
-        else if (!strcmp(a, "--eval-batches")) o.eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
-        else if ((r = recipe_key_of(a))) {
-            const bool whole = !strcmp(r->key, "gradient_accumulation_steps");
-            cJSON *v = r->type == cJSON_Number ? cJSON_CreateNumber(whole ? (double)argp_int_range(&p, 1, INT_MAX)
-                                                                          : argp_double(&p))
-                       : r->type == cJSON_True ? cJSON_CreateBool(argp_flag(&p))
-                       : r->type == cJSON_String ? cJSON_CreateString(argp_value(&p)) : cJSON_Parse(argp_value(&p));
-            if (r->type == cJSON_Object && !cJSON_IsObject(v)) {
-                cJSON_Delete(v);
-                cJSON_Delete(o.recipe);
-                return cli_usage_error("accept", "%s must be a JSON object, e.g. '{\"min_lr_rate\": 0.1}'", a);
-            }
-            if (!o.recipe) o.recipe = cJSON_CreateObject();
-            cJSON_DeleteItemFromObjectCaseSensitive(o.recipe, r->key);  // given twice: the last one, as other flags
-            cJSON_AddItemToObject(o.recipe, r->key, v);
-        }
-        else if (!strcmp(a, "--test-fault")) o.test_fault = argp_value(&p);  // test-only, see docs/ACCEPT.md
-        else if (!strcmp(a, "--quiet")) o.quiet = argp_flag(&p);
-        else return argp_unknown(&p, a);
+    int rc = parse(argc, argv, &o, &base, &cand, &ckpt, &rsave);
+    if (rc >= 0) {  // --help or a usage error
+        cJSON_Delete(o.recipe);
+        return rc;
     }
-    int rc;
     if (!base || !cand) rc = cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
     else if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
         fprintf(stderr, "portatrain: error: %s\n", pt_last_error());

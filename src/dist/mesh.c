@@ -9,6 +9,20 @@
 
 static const char *const DIM_NAME[3] = {"tp", "fsdp", "dp"};
 
+int pt_mesh_resolve(int world, int tp, int fsdp, int dp, const char *order, pt_mesh *m) {
+    memset(m, 0, sizeof *m);
+    m->tp = tp > 0 ? tp : 1;
+    m->fsdp = fsdp > 0 ? fsdp : 1;
+    const long long tf = (long long)m->tp * m->fsdp;  // the flags allow products past INT_MAX
+    if (dp > 0) m->dp = dp;
+    else if (fsdp > 0 || tp > 0) m->dp = world % tf == 0 ? (int)(world / tf) : 1;
+    else m->dp = world;  // plain data parallel
+    if (fsdp <= 0 && dp > 0 && tp > 0 && world % ((long long)m->tp * m->dp) == 0)
+        m->fsdp = (int)(world / ((long long)m->tp * m->dp));
+    m->order[0] = PT_DIM_TP, m->order[1] = PT_DIM_FSDP, m->order[2] = PT_DIM_DP;
+    return order ? pt_mesh_parse_order(order, m->order) : 0;
+}
+
 int pt_mesh_parse_order(const char *s, int order[3]) {
     char buf[64];
     snprintf(buf, sizeof buf, "%s", s);

@@ -28,6 +28,11 @@ typedef struct {
     int order[3];      // dims innermost first
 } pt_mesh;
 
+// The layout of `world` ranks from the flags, 0 for an unset one, as train runs it: tp and fsdp default to 1;
+// an unset dp takes what tp x fsdp leave of the world (with none set, all of it: plain data parallel), and an
+// unset fsdp what tp x dp leave when both are set. order: "tp,fsdp,dp" (NULL: that). The result is not checked
+// against the world (pt_mesh_validate). -1 + error on a bad order.
+int pt_mesh_resolve(int world, int tp, int fsdp, int dp, const char *order, pt_mesh *m);
 // Parses "tp,fsdp,dp" (any permutation). -1 + error on anything else.
 int pt_mesh_parse_order(const char *s, int order[3]);
 void pt_mesh_order_str(const pt_mesh *m, char *buf, size_t n);

@@ -9,6 +9,7 @@
 #include "harness/compare.h"
 #include "harness/report.h"
 #include "train/schedule.h"
+#include "train/train_args.h"
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/hash.h"
@@ -36,7 +37,6 @@
 
 int pt_platform_parse(const char *spec, pt_platform *p) {
     memset(p, 0, sizeof *p);
-    p->tp = p->dp = p->fsdp = 1;
     snprintf(p->precision, sizeof p->precision, "fp32");
     if (!spec || !*spec || strlen(spec) >= sizeof p->text) {
         pt_set_error("platform SPEC '%s': expected backend[:fp32][:tp=N][:dp=N][:fsdp=N]", spec ? spec : "");
@@ -87,10 +87,15 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
         pt_prefix_error("platform SPEC '%s': ", spec);
         return -1;
     }
-    if ((long)p->tp * p->dp * p->fsdp > 4096) {
-        pt_set_error("platform SPEC '%s': tp x dp x fsdp = %ld ranks, more than 4096", spec, (long)p->tp * p->dp * p->fsdp);
+    // unset dimensions (0) resolved as train resolves them for a job of the given ones' ranks
+    const long ranks = (long)(p->tp ? p->tp : 1) * (p->dp ? p->dp : 1) * (p->fsdp ? p->fsdp : 1);
+    if (ranks > 4096) {
+        pt_set_error("platform SPEC '%s': tp x dp x fsdp = %ld ranks, more than 4096", spec, ranks);
         return -1;
     }
+    pt_mesh m;
+    pt_mesh_resolve((int)ranks, p->tp, p->fsdp, p->dp, NULL, &m);
+    p->tp = m.tp, p->fsdp = m.fsdp, p->dp = m.dp;
     if (pt_platform_ranks(p) > 1 && !pt_comm_has_mpi()) {
         pt_set_error("platform SPEC '%s': a parallel layout runs its ranks under MPI, and this build has no MPI "
                      "(scripts/deps.sh installs Open MPI)", spec);
@@ -1244,13 +1249,7 @@ static int adopt_baseline(acc_ctx *c, run_t *b) {
 // candidate that read other rows, or trained with another schedule or optimizer setting, would be refused by
 // compare as "frozen inputs differ" (was, before the suite inherited them: a baseline recorded with
 // --epoch-boundary wrap whose data ends within the run, or with another schedule, always REFUSED).
-const pt_recipe_key pt_accept_recipe_keys[] = {
-    {"epoch_boundary", cJSON_String},          {"dataloader_drop_last", cJSON_True}, {"shuffle", cJSON_True},
-    {"data_mode", cJSON_String},               {"lr_scheduler_type", cJSON_String},  {"lr_scheduler_kwargs", cJSON_Object},
-    {"gradient_accumulation_steps", cJSON_Number}, {"adam_beta1", cJSON_Number},      {"adam_beta2", cJSON_Number},
-    {"adam_epsilon", cJSON_Number},
-};
-const int pt_accept_recipe_nkeys = (int)PT_ARRAY_LEN(pt_accept_recipe_keys);
+// The recipe's settings are the train flags its table marks recipe (train/train_args.c: pt_train_recipe_flag).
 
 static const char *type_name(int t) {
     return t == cJSON_True ? "boolean" : t == cJSON_Number ? "number" : t == cJSON_String ? "string" : "JSON object";
@@ -1304,21 +1303,18 @@ static cJSON *baseline_recipe(const char *dir) {
     cJSON *r = NULL;
     if (cJSON_IsObject(h)) {
         r = cJSON_CreateObject();
-        cJSON_AddStringToObject(r, "epoch_boundary", "wrap");  // the pre-option defaults
-        cJSON_AddBoolToObject(r, "dataloader_drop_last", false);
-        cJSON_AddBoolToObject(r, "shuffle", false);
-        cJSON_AddStringToObject(r, "data_mode", "packed");
-        for (int i = 0; i < pt_accept_recipe_nkeys; i++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, pt_accept_recipe_keys[i].key);
+        pt_train_legacy_loader_json(r, true);  // the loader's values before its options existed
+        const pt_train_flag *f;
+        for (int i = 0; (f = pt_train_recipe_flag(i)); i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, f->key);
             if (!v) continue;
-            if (!has_type(v, pt_accept_recipe_keys[i].type)) {
-                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, pt_accept_recipe_keys[i].key,
-                             type_name(pt_accept_recipe_keys[i].type));
+            if (!has_type(v, f->json)) {
+                pt_set_error("--baseline-run %s: %s: %s is not a %s", dir, p, f->key, type_name(f->json));
                 cJSON_Delete(r);
                 r = NULL;
                 break;
             }
-            set_item(r, pt_accept_recipe_keys[i].key, v);
+            set_item(r, f->key, v);
         }
     }
     cJSON_Delete(j);
@@ -1333,43 +1329,32 @@ static void free_recipe(acc_ctx *c) {
     c->recipe_argc = 0;
 }
 
-// The recipe's values as train would check them, now rather than in a child after the baseline has trained.
+// The recipe's values and accept's training flags as train checks them (its flag table's parsers, then
+// pt_train_args_check), now rather than in a child after the baseline has trained.
 static int check_recipe(const pt_accept_opts *o, const cJSON *r) {
+    pt_train_args t;
+    pt_train_args_defaults(&t);
+    t.learning_rate = o->learning_rate, t.warmup_steps = o->warmup_steps, t.weight_decay = o->weight_decay;
+    t.max_grad_norm = o->max_grad_norm, t.seed = o->seed, t.seq_len = o->seq_len, t.max_steps = o->steps;
+    t.per_device_train_batch_size = o->batch;
+    char *text[64];  // the values as typed, which t's strings point into until the checks are done
+    int n = 0, rc = 0;
     const cJSON *v;
     cJSON_ArrayForEach(v, r) {
-        const char *k = v->string;
-        char *flag = recipe_flag(k), *text = recipe_value_text(v);
-        const double x = cJSON_IsNumber(v) ? v->valuedouble : 0;
-        const char *why = NULL;
-        if (!strcmp(k, "gradient_accumulation_steps") && !(x >= 1 && x <= INT_MAX && x == floor(x)))
-            why = "must be a whole number >= 1";
-        else if ((!strcmp(k, "adam_beta1") || !strcmp(k, "adam_beta2")) && !(x >= 0 && x < 1))
-            why = "must be in [0, 1)";
-        else if (!strcmp(k, "adam_epsilon") && !(x > 0 && isfinite(x)))
-            why = "must be > 0";
-        else if (!strcmp(k, "epoch_boundary") && strcmp(v->valuestring, "hf") && strcmp(v->valuestring, "wrap"))
-            why = "must be hf or wrap";
-        else if (!strcmp(k, "data_mode") && strcmp(v->valuestring, "packed") && strcmp(v->valuestring, "padded"))
-            why = "must be packed or padded";
-        if (why) pt_set_error("accept: %s %s: %s", flag, text, why);
-        free(flag);
-        free(text);
-        if (why) return -1;
+        const pt_train_flag *f = pt_train_flag_find_key(v->string);
+        if (!f || n == (int)PT_ARRAY_LEN(text)) {
+            pt_set_error("recipe key '%s' is not a train flag", v->string);
+            rc = -1;
+            break;
+        }
+        text[n] = recipe_value_text(v);
+        if ((rc = pt_train_flag_set(f, text[n++], &t)) != 0) break;
     }
-    const cJSON *eb = cJSON_GetObjectItemCaseSensitive(r, "epoch_boundary");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "dataloader_drop_last")) && cJSON_IsString(eb) &&
-        !strcmp(eb->valuestring, "wrap")) {
-        pt_set_error("accept: --dataloader-drop-last needs --epoch-boundary hf (wrap has no epoch ends to drop)");
-        return -1;
-    }
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(r, "lr_scheduler_type");
-    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(r, "lr_scheduler_kwargs");
-    char *kwargs = kw ? cJSON_PrintUnformatted(kw) : NULL;
     pt_lr_schedule sched;
-    int rc = pt_lr_schedule_parse(&sched, type ? type->valuestring : "linear", kwargs, o->learning_rate);
+    if (rc == 0) rc = pt_train_args_check(&t, &sched);
     if (rc == 0) rc = pt_lr_schedule_check(&sched, o->learning_rate, o->warmup_steps, o->steps);
     if (rc != 0) pt_prefix_error("accept: ");
-    free(kwargs);
+    for (int i = 0; i < n; i++) free(text[i]);
     return rc;
 }
 
@@ -1391,8 +1376,9 @@ static int build_recipe(acc_ctx *c, const char *base_dir) {
     const cJSON *u;
     cJSON_ArrayForEach(u, user) {
         bool known = false;
-        for (int i = 0; i < pt_accept_recipe_nkeys; i++)
-            if (!strcmp(pt_accept_recipe_keys[i].key, u->string)) known = has_type(u, pt_accept_recipe_keys[i].type);
+        const pt_train_flag *f;
+        for (int i = 0; (f = pt_train_recipe_flag(i)); i++)
+            if (!strcmp(f->key, u->string)) known = has_type(u, f->json);
         if (!known) {  // a caller's bug (the CLI only sets these keys), not the user's
             pt_set_error("accept: recipe key '%s' is not a training recipe setting of its type", u->string);
             cJSON_Delete(r);

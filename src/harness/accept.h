@@ -21,14 +21,6 @@ int pt_platform_parse(const char *spec, pt_platform *out);
 // tp x dp x fsdp: the ranks its runs start (1: a single process).
 int pt_platform_ranks(const pt_platform *p);
 
-// The training recipe settings accept passes to every run (pt_accept_opts.recipe): HF's names, their type as
-// a cJSON type (cJSON_True: a boolean), each train's flag of the same name ("--" + key, '_' as '-').
-typedef struct {
-    const char *key;
-    int type;
-} pt_recipe_key;
-extern const pt_recipe_key pt_accept_recipe_keys[];
-extern const int pt_accept_recipe_nkeys;
 
 typedef struct {
     pt_platform baseline, candidate;

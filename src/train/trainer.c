@@ -29,132 +29,11 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH64_state_t on the stack
 #include <xxhash.h>
 
-void pt_train_args_defaults(pt_train_args *a) {
-    memset(a, 0, sizeof *a);
-    a->backend = "cpu-ref";
-    a->learning_rate = 5e-5;
-    a->adam_beta1 = 0.9;
-    a->adam_beta2 = 0.999;
-    a->adam_epsilon = 1e-8;
-    a->max_grad_norm = 1.0;
-    a->per_device_train_batch_size = 8;
-    a->gradient_accumulation_steps = 1;
-    a->lr_scheduler_type = "linear";
-    a->logging_steps = 10;
-    a->seed = 42;
-    a->nan_policy = PT_NAN_STOP;
-    a->nan_max_count = 3;
-    a->epoch_boundary = PT_EPOCHS_UNSET;
-    a->dataloader_drop_last = -1;
-}
-
-const char *pt_epoch_boundary_name(int e) { return e == PT_EPOCHS_WRAP ? "wrap" : "hf"; }
-
-// The layout of a distributed run (NULL on a single process), for args_json.
+// The layout of a distributed run (NULL on a single process), for train_args.json.
 static const pt_parallel *g_par;
 static int g_error_elsewhere, g_usage_error;
 int pt_train_error_reported_elsewhere(void) { return g_error_elsewhere; }
 int pt_train_usage_error(void) { return g_usage_error; }
-
-static cJSON *args_json(const pt_train_args *a) {
-    cJSON *r = cJSON_CreateObject();
-    // Absolute, so `export` and reports run from another directory find the model (and its tokenizer).
-    char *abs_model = a->model_dir ? realpath(a->model_dir, NULL) : NULL;
-    cJSON_AddStringToObject(r, "model", abs_model ? abs_model : a->model_dir);
-    free(abs_model);
-    cJSON_AddStringToObject(r, "data", a->data_path);
-    cJSON_AddStringToObject(r, "output_dir", a->output_dir);
-    cJSON_AddStringToObject(r, "backend", a->backend);
-    cJSON_AddNumberToObject(r, "learning_rate", a->learning_rate);
-    cJSON_AddNumberToObject(r, "weight_decay", a->weight_decay);
-    cJSON_AddNumberToObject(r, "adam_beta1", a->adam_beta1);
-    cJSON_AddNumberToObject(r, "adam_beta2", a->adam_beta2);
-    cJSON_AddNumberToObject(r, "adam_epsilon", a->adam_epsilon);
-    cJSON_AddNumberToObject(r, "max_grad_norm", a->max_grad_norm);
-    cJSON_AddNumberToObject(r, "per_device_train_batch_size", a->per_device_train_batch_size);
-    cJSON_AddNumberToObject(r, "gradient_accumulation_steps", a->gradient_accumulation_steps);
-    cJSON_AddNumberToObject(r, "max_steps", (double)a->max_steps);
-    if (a->num_train_epochs > 0) cJSON_AddNumberToObject(r, "num_train_epochs", a->num_train_epochs);
-    cJSON_AddNumberToObject(r, "warmup_steps", (double)a->warmup_steps);
-    if (a->warmup_ratio > 0) cJSON_AddNumberToObject(r, "warmup_ratio", a->warmup_ratio);
-    cJSON_AddStringToObject(r, "lr_scheduler_type", a->lr_scheduler_type);
-    if (a->lr_scheduler_kwargs && *a->lr_scheduler_kwargs)  // validated: a JSON object
-        cJSON_AddItemToObject(r, "lr_scheduler_kwargs", cJSON_Parse(a->lr_scheduler_kwargs));
-    cJSON_AddNumberToObject(r, "logging_steps", (double)a->logging_steps);
-    cJSON_AddNumberToObject(r, "seed", (double)a->seed);
-    cJSON_AddNumberToObject(r, "seq_len", a->seq_len);
-    cJSON_AddBoolToObject(r, "shuffle", a->shuffle);
-    cJSON_AddStringToObject(r, "data_mode", a->padded ? "padded" : "packed");
-    cJSON_AddStringToObject(r, "epoch_boundary", pt_epoch_boundary_name(a->epoch_boundary));
-    cJSON_AddBoolToObject(r, "dataloader_drop_last", a->dataloader_drop_last > 0);
-    if (a->save_steps == PT_SAVE_STEPS_AUTO) cJSON_AddStringToObject(r, "save_steps", "auto");
-    else cJSON_AddNumberToObject(r, "save_steps", (double)a->save_steps);
-    if (a->save_each_epoch) cJSON_AddStringToObject(r, "save_strategy", "epoch");
-    if (a->mtbf_hours > 0) cJSON_AddNumberToObject(r, "mtbf_hours", a->mtbf_hours);
-    if (a->activation_checkpointing)
-        cJSON_AddStringToObject(r, "activation_checkpointing", a->activation_checkpointing);
-    cJSON_AddStringToObject(r, "precision", a->precision ? a->precision : "fp32");
-    cJSON_AddNumberToObject(r, "save_total_limit", a->save_total_limit);
-    cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
-    static const char *const pol[] = {"stop", "skip", "rollback"};
-    cJSON_AddStringToObject(r, "nan_policy", pol[a->nan_policy]);
-    cJSON_AddNumberToObject(r, "nan_max_count", a->nan_max_count);
-    if (g_par) {
-        const pt_mesh *mm = pt_parallel_mesh(g_par);
-        char order[32];
-        pt_mesh_order_str(mm, order, sizeof order);
-        cJSON *pj = cJSON_AddObjectToObject(r, "parallel");
-        cJSON_AddNumberToObject(pj, "world_size", pt_parallel_world(g_par));
-        cJSON_AddNumberToObject(pj, "tp", mm->tp);
-        cJSON_AddNumberToObject(pj, "fsdp", mm->fsdp);
-        cJSON_AddNumberToObject(pj, "dp", mm->dp);
-        cJSON_AddStringToObject(pj, "mesh_order", order);
-    }
-    return r;
-}
-
-#define PT_MAX_ROWS_PER_STEP (1 << 20)
-static int validate(const pt_train_args *a, pt_lr_schedule *sched) {
-    if (!a->model_dir) { pt_set_error("--model is required"); return -1; }
-    if (!a->data_path) { pt_set_error("--data is required"); return -1; }
-    if (!a->output_dir) { pt_set_error("--output-dir is required"); return -1; }
-    if (a->max_steps <= 0 && !(a->num_train_epochs > 0)) {
-        pt_set_error("--max-steps must be positive (or give --num-train-epochs)");
-        return -1;
-    }
-    if (a->seq_len <= 0) { pt_set_error("--seq-len must be positive"); return -1; }
-    if (a->per_device_train_batch_size <= 0 || a->gradient_accumulation_steps <= 0) {
-        pt_set_error("--per-device-train-batch-size and --gradient-accumulation-steps must be positive");
-        return -1;
-    }
-    // Rows per step (B x accumulation, then x the data ranks) are ints in the loader and the
-    // checkpoint: bound the product before it can overflow.
-    if ((int64_t)a->per_device_train_batch_size * a->gradient_accumulation_steps > PT_MAX_ROWS_PER_STEP) {
-        pt_set_error("--per-device-train-batch-size x --gradient-accumulation-steps = %lld rows per step, more than "
-                     "%d", (long long)a->per_device_train_batch_size * a->gradient_accumulation_steps,
-                     PT_MAX_ROWS_PER_STEP);
-        return -1;
-    }
-    if (a->warmup_steps < 0 || a->max_grad_norm < 0 || a->learning_rate < 0 || a->weight_decay < 0 ||
-        a->adam_epsilon <= 0 || a->adam_beta1 < 0 || a->adam_beta1 >= 1 || a->adam_beta2 < 0 || a->adam_beta2 >= 1) {
-        pt_set_error("invalid optimizer hyperparameters (need lr, wd, warmup, max_grad_norm >= 0, eps > 0, betas in [0,1))");
-        return -1;
-    }
-    if (pt_lr_schedule_parse(sched, a->lr_scheduler_type, a->lr_scheduler_kwargs, a->learning_rate) != 0) {
-        return -1;
-    }
-    if ((a->save_steps < 0 && a->save_steps != PT_SAVE_STEPS_AUTO) || a->save_total_limit < 0) {
-        pt_set_error("--save-steps and --save-total-limit must be >= 0 (or --save-steps auto)");
-        return -1;
-    }
-    if (a->save_steps == PT_SAVE_STEPS_AUTO && !(a->mtbf_hours > 0)) {
-        pt_set_error("--save-steps auto needs --mtbf-hours H (the mean time between failures it optimises for)");
-        return -1;
-    }
-    if (!pt_lr_schedule_warms_up(sched) && (a->warmup_steps > 0 || a->warmup_ratio > 0))
-        pt_warn("--lr-scheduler-type constant ignores --warmup-steps (as in Hugging Face); use constant_with_warmup");
-    return 0;
-}
 
 // --activation-checkpointing none|full|selective[:every=N]|op
 static void fmt_eta(double s, char *buf, size_t n) {
@@ -200,7 +79,8 @@ static cJSON *state_json(const pt_train_args *a, const qwen3_model *m, const pt_
     cJSON_AddStringToObject(mh, "config_sha256", h->config_sha256);
     cJSON_AddStringToObject(mh, "initial_weights_sha256", h->initial_weights_sha256);
     cJSON_AddStringToObject(mh, "dataset_sha256", h->dataset_sha256);
-    cJSON_AddItemToObject(s, "run_config", args_json(a));
+    cJSON_AddItemToObject(s, "run_config", pt_train_args_json(a, g_par ? pt_parallel_mesh(g_par) : NULL,
+                                                              g_par ? pt_parallel_world(g_par) : 0));
     cJSON_AddItemToObject(s, "model_config", qwen3_config_to_json(&m->cfg, "float32"));
     return s;
 }
@@ -439,7 +319,7 @@ static int startup_agree(pt_comm *world, int ok, const pt_train_args *a, const p
     cJSON_AddBoolToObject(rep, "ok", ok);
     if (!ok) cJSON_AddStringToObject(rep, "error", pt_last_error());
     if (!ok) cJSON_AddBoolToObject(rep, "usage", g_usage_error);
-    cJSON *aj = args_json(a);
+    cJSON *aj = pt_train_args_json(a, g_par ? pt_parallel_mesh(g_par) : NULL, g_par ? pt_parallel_world(g_par) : 0);
     cJSON_DeleteItemFromObject(aj, "omp_threads");  // may differ per rank
     cJSON_AddItemToObject(rep, "args", aj);
     // "model" in args is the resolved path: where it differs, these say why (missing here, another cwd)
@@ -558,21 +438,6 @@ static int output_dir_shared(pt_comm *world, const pt_train_args *a) {
     return -1;
 }
 
-// The layout from the flags: unspecified dimensions take what the world leaves.
-static int resolve_mesh(const pt_train_args *a, int world, pt_mesh *mesh) {
-    memset(mesh, 0, sizeof *mesh);
-    mesh->tp = a->tp > 0 ? a->tp : 1;
-    mesh->fsdp = a->fsdp > 0 ? a->fsdp : 1;
-    if (a->dp > 0) mesh->dp = a->dp;
-    else if (a->fsdp > 0 || a->tp > 0) mesh->dp = world % (mesh->tp * mesh->fsdp) == 0 ? world / (mesh->tp * mesh->fsdp) : 1;
-    else mesh->dp = world;  // plain data parallel
-    if (a->fsdp <= 0 && a->dp > 0 && a->tp > 0 && world % (mesh->tp * mesh->dp) == 0)
-        mesh->fsdp = world / (mesh->tp * mesh->dp);
-    mesh->order[0] = PT_DIM_TP, mesh->order[1] = PT_DIM_FSDP, mesh->order[2] = PT_DIM_DP;
-    if (a->mesh_order && pt_mesh_parse_order(a->mesh_order, mesh->order) != 0) return -1;
-    return 0;
-}
-
 static double rss_peak_mib(void) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
@@ -677,7 +542,7 @@ int pt_train(const pt_train_args *args) {
     const int B = a->per_device_train_batch_size, T = a->seq_len, accum = a->gradient_accumulation_steps;
     int data_world = 1, data_rank = 0;
 
-    if (validate(a, &sched) != 0) {
+    if (pt_train_args_validate(a, &sched) != 0) {
         g_usage_error = 1;
         goto setup_done;
     }
@@ -720,7 +585,7 @@ int pt_train(const pt_train_args *args) {
         pt_mesh mesh;
         // A layout that cannot fit this job or this model is a usage error (exit 2): --supervise must not
         // restart a job that cannot start.
-        if (resolve_mesh(a, pt_comm_size(world), &mesh) != 0 ||
+        if (pt_mesh_resolve(pt_comm_size(world), a->tp, a->fsdp, a->dp, a->mesh_order, &mesh) != 0 ||
             pt_mesh_validate(&mesh, pt_comm_size(world), &model.cfg) != 0) {
             g_usage_error = 1;
             goto setup_done;
@@ -862,7 +727,7 @@ setup_done:
     }
 
     if (rank == 0) {
-        cJSON *aj = args_json(a);
+        cJSON *aj = pt_train_args_json(a, g_par ? pt_parallel_mesh(g_par) : NULL, g_par ? pt_parallel_world(g_par) : 0);
         char *p = pt_path_join(a->output_dir, "train_args.json");
         int wrc = pt_json_write_file(p, aj);
         free(p);
