@@ -56,6 +56,52 @@ static bool model_mismatch(const cJSON *rep0, const cJSON *rep, const cJSON *a0,
     return true;
 }
 
+typedef struct {
+    int ok, usage;  // usage: every rank exits 2 (a usage error)
+    char text[2040];
+} startup_verdict;
+
+// Rank 0's check of rank r's report against its own: the arguments, the resolved output dir, the inputs.
+static void check_rank(const cJSON *rep0, const cJSON *args0, const cJSON *inputs0, const cJSON *rj, int r,
+                       const pt_train_args *a, startup_verdict *v) {
+    const cJSON *ar = cJSON_GetObjectItemCaseSensitive(rj, "args"), *x;
+    cJSON_ArrayForEach(x, args0) {
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(ar, x->string);
+        if (y && cJSON_Compare(x, y, 1)) continue;
+        v->ok = 0;
+        if (!strcmp(x->string, "model") && model_mismatch(rep0, rj, x, y, r, v->text, sizeof v->text))
+            break;
+        char *xs = cJSON_PrintUnformatted(x), *ys = y ? cJSON_PrintUnformatted(y) : pt_strdup("(absent)");
+        snprintf(v->text, sizeof v->text,
+                 "rank %d was started with other arguments than rank 0: %s is %s there, %s on rank 0 "
+                 "(every rank must run the same command)", r, x->string, ys, xs);
+        free(xs);
+        free(ys);
+        break;
+    }
+    const cJSON *o0 = cJSON_GetObjectItemCaseSensitive(rep0, "output_dir_abs");
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(rj, "output_dir_abs");
+    if (v->ok && cJSON_IsString(o0) && cJSON_IsString(o) && strcmp(o0->valuestring, o->valuestring)) {
+        snprintf(v->text, sizeof v->text,
+                 "--output-dir %s is %s on rank %d but %s on rank 0: the ranks started in other "
+                 "directories, and every rank writes its checkpoint shards there; give --output-dir as "
+                 "an absolute path", a->output_dir, o->valuestring, r, o0->valuestring);
+        v->ok = 0;
+        v->usage = 1;
+    }
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(rj, "inputs");
+    cJSON_ArrayForEach(x, inputs0) {
+        if (!v->ok) break;
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, x->string);
+        if (!cJSON_IsString(x) || !cJSON_IsString(y) || !strcmp(x->valuestring, y->valuestring)) continue;
+        snprintf(v->text, sizeof v->text,
+                 "rank %d read other files than rank 0: the %s differs (sha256 %.12s... there, %.12s... on "
+                 "rank 0); every rank must read the same --model and --data (a shared filesystem or "
+                 "identical copies)", r, x->string, y->valuestring, x->valuestring);
+        v->ok = 0;
+    }
+}
+
 // Every rank reports whether its set-up succeeded and its resolved arguments
 // (and, with `inputs`, the sha256 of the model and data it read); rank 0 checks
 // that all succeeded and agree, and every rank gets the verdict.
@@ -93,7 +139,7 @@ int pt_startup_agree(pt_comm *world, int ok, const pt_train_args *a, const pt_ru
     char *all = NULL;
     pt_comm_gather_bytes(world, text, strlen(text), 0, &all, counts);
     free(text);
-    struct { int ok, usage; char text[2040]; } verdict;  // usage: every rank exits 2 (a usage error)
+    startup_verdict verdict;
     memset(&verdict, 0, sizeof verdict);
     verdict.ok = 1;
     if (me == 0) {
@@ -114,42 +160,7 @@ int pt_startup_agree(pt_comm *world, int ok, const pt_train_args *a, const pt_ru
                 rep0 = rj;
                 rj = NULL;
             } else {
-                const cJSON *ar = cJSON_GetObjectItemCaseSensitive(rj, "args"), *x;
-                cJSON_ArrayForEach(x, args0) {
-                    const cJSON *y = cJSON_GetObjectItemCaseSensitive(ar, x->string);
-                    if (y && cJSON_Compare(x, y, 1)) continue;
-                    verdict.ok = 0;
-                    if (!strcmp(x->string, "model") && model_mismatch(rep0, rj, x, y, r, verdict.text, sizeof verdict.text))
-                        break;
-                    char *xs = cJSON_PrintUnformatted(x), *ys = y ? cJSON_PrintUnformatted(y) : pt_strdup("(absent)");
-                    snprintf(verdict.text, sizeof verdict.text,
-                             "rank %d was started with other arguments than rank 0: %s is %s there, %s on rank 0 "
-                             "(every rank must run the same command)", r, x->string, ys, xs);
-                    free(xs);
-                    free(ys);
-                    break;
-                }
-                const cJSON *o0 = cJSON_GetObjectItemCaseSensitive(rep0, "output_dir_abs");
-                const cJSON *o = cJSON_GetObjectItemCaseSensitive(rj, "output_dir_abs");
-                if (verdict.ok && cJSON_IsString(o0) && cJSON_IsString(o) && strcmp(o0->valuestring, o->valuestring)) {
-                    snprintf(verdict.text, sizeof verdict.text,
-                             "--output-dir %s is %s on rank %d but %s on rank 0: the ranks started in other "
-                             "directories, and every rank writes its checkpoint shards there; give --output-dir as "
-                             "an absolute path", a->output_dir, o->valuestring, r, o0->valuestring);
-                    verdict.ok = 0;
-                    verdict.usage = 1;
-                }
-                const cJSON *in = cJSON_GetObjectItemCaseSensitive(rj, "inputs");
-                cJSON_ArrayForEach(x, inputs0) {
-                    if (!verdict.ok) break;
-                    const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, x->string);
-                    if (!cJSON_IsString(x) || !cJSON_IsString(y) || !strcmp(x->valuestring, y->valuestring)) continue;
-                    snprintf(verdict.text, sizeof verdict.text,
-                             "rank %d read other files than rank 0: the %s differs (sha256 %.12s... there, %.12s... on "
-                             "rank 0); every rank must read the same --model and --data (a shared filesystem or "
-                             "identical copies)", r, x->string, y->valuestring, x->valuestring);
-                    verdict.ok = 0;
-                }
+                check_rank(rep0, args0, inputs0, rj, r, a, &verdict);
             }
             cJSON_Delete(rj);
         }
