@@ -8,6 +8,7 @@
 #include "dist/comm.h"
 #include "harness/compare.h"
 #include "harness/report.h"
+#include "train/metrics.h"
 #include "train/schedule.h"
 #include "train/train_args.h"
 #include "util/common.h"
@@ -222,43 +223,22 @@ static double jnum(const cJSON *o, const char *k) {
 static int metrics_load(const char *run_dir, metrics_t *m) {
     memset(m, 0, sizeof *m);
     char *path = pt_path_join(run_dir, "metrics.jsonl");
-    size_t len;
-    char *text = pt_read_file(path, &len);
-    if (!text) { free(path); return -1; }
-    int cap = 0, lineno = 0;
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = 0;
-        lineno++;
-        if (!*line) continue;
-        cJSON *j = cJSON_Parse(line);
-        if (!j && !next) {  // no newline after it: the run was killed while writing its last record
-            pt_warn("%s:%d: ignoring a torn last line (the run was stopped while writing it)", path, lineno);
-            break;
-        }
-        if (!j || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "step"))) {
-            pt_set_error("%s:%d: not a metrics record", path, lineno);
-            cJSON_Delete(j);
-            free(text); free(path); free(m->rows);
-            m->rows = NULL;
-            return -1;
-        }
-        if (m->n == cap) { cap = cap ? 2 * cap : 128; m->rows = pt_realloc(m->rows, sizeof *m->rows * (size_t)cap); }
-        metric_row *r = &m->rows[m->n++];
-        r->step = (long)jnum(j, "step");
-        r->loss = jnum(j, "loss");
-        r->grad_norm = jnum(j, "grad_norm");
-        r->step_time_s = jnum(j, "step_time_s");
-        r->tokens_per_s = jnum(j, "tokens_per_s");
-        r->save_time_s = jnum(j, "save_time_s");
-        r->restore_time_s = jnum(j, "restore_time_s");
-        double t = jnum(j, "tokens"), b = jnum(j, "save_bytes");
-        r->tokens = isnan(t) ? 0 : (long)t;
-        r->save_bytes = isnan(b) ? 0 : (long)b;
-        cJSON_Delete(j);
-    }
-    free(text);
+    pt_metrics_log log;
+    const int rc = pt_metrics_read(path, 0, &log);
+    if (rc == 0 && log.tail == PT_METRICS_TAIL_TORN)  // the run was killed while writing its last record
+        pt_warn("%s:%d: ignoring a torn last line (the run was stopped while writing it)", path, log.torn_lineno);
     free(path);
+    if (rc != 0) return -1;
+    m->rows = pt_calloc((size_t)log.n + 1, sizeof *m->rows);
+    for (int i = 0; i < log.n; i++) {
+        const pt_metrics_rec *x = &log.recs[i];
+        m->rows[i] = (metric_row){.step = x->step, .loss = x->loss, .grad_norm = x->grad_norm,
+                                  .step_time_s = x->step_time_s, .tokens_per_s = x->tokens_per_s,
+                                  .save_time_s = x->save_time_s, .restore_time_s = x->restore_time_s,
+                                  .tokens = x->tokens, .save_bytes = x->save_bytes};
+    }
+    m->n = log.n;
+    pt_metrics_log_free(&log);
     return 0;
 }
 
@@ -300,17 +280,10 @@ static void metrics_phases(const metrics_t *m, long from_step, double *train_s, 
 
 // ---------------------------------------------------------------- children
 
+// The step of the last complete line (-1: no file).
 static long last_step_in(const char *metrics_path) {
-    FILE *f = fopen(metrics_path, "r");
-    if (!f) return -1;
-    char line[4096];
-    long step = -1;
-    while (fgets(line, sizeof line, f)) {
-        const char *s = strstr(line, "\"step\": ");
-        if (s && strchr(line, '\n')) step = strtol(s + 8, NULL, 10);
-    }
-    fclose(f);
-    return step;
+    const long step = pt_metrics_last_step(metrics_path);
+    return step > 0 ? step : -1;
 }
 
 static void fmt_duration(double s, char *out, size_t n) {

@@ -4,6 +4,7 @@
 #include "util/fileio.h"
 #include "util/json.h"
 #include "train/ckpt_interval.h"
+#include "train/metrics.h"
 
 #include <stdbool.h>
 #include <dirent.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,21 +33,12 @@ int pt_supervise_parse_inject(pt_supervise_opts *o, const char *spec) {
 }
 
 
-// The newest step in OUTPUT/metrics.jsonl: the worker's step progress.
+// The newest step in OUTPUT/metrics.jsonl: the worker's step progress (its last complete line).
 static long last_step(const char *dir) {
-    char path[4096], buf[1024];
+    char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f), off = sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0;
-    fseek(f, off, SEEK_SET);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    long step = 0;
-    for (char *q = buf; (q = strstr(q, "{\"step\": ")); q++) step = atol(q + 9);
-    return step;
+    const long step = pt_metrics_last_step(path);
+    return step > 0 ? step : 0;
 }
 
 // The step of the checkpoint `latest` names (0: none).
@@ -65,16 +58,17 @@ static long latest_step(const char *dir) {
 // carries "restore_time_s" (-1: none). `latest` can name a checkpoint that
 // fails verification, and the worker then falls back to an older one.
 static long resumed_step(const char *dir) {
-    char path[4096], line[4096];
+    char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long step = -1;
-    while (fgets(line, sizeof line, f)) {
-        const char *q = strstr(line, "{\"step\": ");
-        if (q && strstr(line, ", \"restore_time_s\": ")) step = atol(q + 9) - 1;  // not rollback_restore_time_s
+    pt_metrics_log log;
+    if (pt_metrics_read(path, PT_METRICS_LENIENT, &log) != 0) {
+        pt_clear_error();
+        return -1;
     }
-    fclose(f);
+    long step = -1;
+    for (int i = 0; i < log.n; i++)
+        if (!isnan(log.recs[i].restore_time_s)) step = log.recs[i].step - 1;  // not rollback_restore_time_s
+    pt_metrics_log_free(&log);
     return step;
 }
 
@@ -91,18 +85,20 @@ static long worker_max_steps(const char *dir) {
 
 // Productive time: each step's step_time_s counted once (the surviving line).
 static double productive_s(const char *dir, long max_steps) {
-    char path[4096], line[4096];
+    char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f || max_steps <= 0) { if (f) fclose(f); return 0; }
-    double *t = calloc((size_t)max_steps + 1, sizeof *t), sum = 0;
-    while (fgets(line, sizeof line, f)) {
-        long s = 0;
-        const char *q = strstr(line, "\"step\": "), *st = strstr(line, "\"step_time_s\": ");
-        if (q) s = atol(q + 8);
-        if (st && s >= 1 && s <= max_steps) t[s] = atof(st + 15);
+    pt_metrics_log log;
+    if (max_steps <= 0 || !pt_file_exists(path)) return 0;
+    if (pt_metrics_read(path, PT_METRICS_LENIENT, &log) != 0) {
+        pt_clear_error();
+        return 0;
     }
-    fclose(f);
+    double *t = calloc((size_t)max_steps + 1, sizeof *t), sum = 0;
+    for (int i = 0; i < log.n; i++) {
+        const long s = log.recs[i].step;
+        if (s >= 1 && s <= max_steps && !isnan(log.recs[i].step_time_s)) t[s] = log.recs[i].step_time_s;
+    }
+    pt_metrics_log_free(&log);
     for (long i = 1; i <= max_steps; i++) sum += t[i];
     free(t);
     return sum;
@@ -111,18 +107,22 @@ static double productive_s(const char *dir, long max_steps) {
 // Young/Daly advice from the run's own measurements: mean save time over the
 // checkpoint steps and mean step time (metrics.jsonl), for the given MTBF.
 static cJSON *interval_advice(const char *dir, double mtbf_hours) {
-    char path[4096], line[4096];
+    char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
+    pt_metrics_log log;
+    if (!pt_file_exists(path)) return NULL;
+    if (pt_metrics_read(path, PT_METRICS_LENIENT, &log) != 0) {
+        pt_clear_error();
+        return NULL;
+    }
     double save_sum = 0, step_sum = 0;
     long n_save = 0, n_step = 0;
-    while (fgets(line, sizeof line, f)) {
-        const char *st = strstr(line, "\"step_time_s\": "), *sv = strstr(line, "\"save_time_s\": ");
-        if (st) { step_sum += atof(st + 15); n_step++; }
-        if (sv) { save_sum += atof(sv + 15); n_save++; }
+    for (int i = 0; i < log.n; i++) {
+        const pt_metrics_rec *r = &log.recs[i];
+        if (!isnan(r->step_time_s)) { step_sum += r->step_time_s; n_step++; }
+        if (!isnan(r->save_time_s)) { save_sum += r->save_time_s; n_save++; }
     }
-    fclose(f);
+    pt_metrics_log_free(&log);
     if (!n_save || !n_step) return NULL;
     const double C = save_sum / n_save, st = step_sum / n_step, M = mtbf_hours * 3600.0;
     cJSON *a = cJSON_CreateObject();
