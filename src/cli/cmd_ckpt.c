@@ -34,25 +34,12 @@ static void help(void) {
 
 // A checkpoint dir, or an output dir whose `latest` names one.
 static char *resolve(const char *dir) {
-    char *man = malloc(strlen(dir) + 32);
-    sprintf(man, "%s/checkpoint.json", dir);
-    FILE *f = fopen(man, "r");
+    char *man = pt_path_join(dir, "checkpoint.json");
+    const bool is_ckpt = pt_file_exists(man);
     free(man);
-    if (f) {
-        fclose(f);
-        return strdup(dir);
-    }
-    char *lp = malloc(strlen(dir) + 16);
-    sprintf(lp, "%s/latest", dir);
-    f = fopen(lp, "r");
-    free(lp);
-    if (!f) return strdup(dir);
-    char name[256] = "";
-    if (!fgets(name, sizeof name, f)) name[0] = 0;
-    fclose(f);
-    name[strcspn(name, "\r\n")] = 0;
-    char *r = malloc(strlen(dir) + strlen(name) + 2);
-    sprintf(r, "%s/%s", dir, name);
+    char *name = is_ckpt ? NULL : ckpt_latest_name(dir);
+    char *r = name ? pt_path_join(dir, name) : strdup(dir);
+    free(name);
     return r;
 }
 

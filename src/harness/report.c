@@ -341,7 +341,8 @@ static void md_curve(FILE *m, const char *title, series_t *s, int ns) {
     }
 }
 
-static void render(out_t *o, const cJSON *r) {
+// Title, style, creation time and the verdict banner with its reasons.
+static void render_head(out_t *o, const cJSON *r) {
     FILE *h = o->h, *m = o->m;
     char b[64];
     const cJSON *t = get(r, "title");
@@ -380,7 +381,10 @@ static void render(out_t *o, const cJSON *r) {
         fprintf(h, "</ul>");
     }
     fprintf(h, "</div>\n");
+}
 
+// Run identity, run-time kernel compilation, frozen inputs.
+static void render_identity(out_t *o, const cJSON *r) {
     const char *idk[] = {"spec", "run_dir", "backend", "device", "precision", "layout", "steps"};
     const cJSON *cols[] = {get(r, "baseline"), get(r, "candidate")};
     const char *names[] = {"baseline", "candidate"};
@@ -393,9 +397,12 @@ static void render(out_t *o, const cJSON *r) {
     const cJSON *fc[] = {get(r, "frozen_inputs")};
     const char *fn[] = {"value"};
     kv_table(o, "Frozen inputs", fk, 6, fc, fn, 1);
+}
 
-    // convergence
-    const cJSON *cv = get(r, "convergence");
+static void render_convergence(out_t *o, const cJSON *cv) {
+    FILE *h = o->h, *m = o->m;
+    const char *fn[] = {"value"};
+    const cJSON *it;
     const char *ck[] = {"profile", "verdict", "tolerance_rel"};
     const cJSON *cc[] = {cv};
     kv_table(o, "Convergence", ck, 3, cc, fn, 1);
@@ -416,8 +423,11 @@ static void render(out_t *o, const cJSON *r) {
     const char *ek[] = {"loss_a", "loss_b", "rel_diff"};
     const cJSON *ev[] = {get(cv, "eval")};
     kv_table(o, "Eval", ek, 3, ev, fn, 1);
+}
 
-    // charts
+// Loss (with the tolerance band), per-step relative difference and throughput curves.
+static void render_curves(out_t *o, const cJSON *r, const cJSON *cv) {
+    FILE *h = o->h, *m = o->m;
     fprintf(h, "<h2>Curves</h2>\n");
     fprintf(m, "\n## Curves\n");
     const cJSON *cur = get(r, "curves");
@@ -454,13 +464,17 @@ static void render(out_t *o, const cJSON *r) {
     md_curve(m, "Throughput (tokens/s)", ts, 2);
     for (int i = 0; i < 2; i++) { free(ls[i].x); free(ls[i].y); free(ts[i].x); free(ts[i].y); }
     free(ds.x); free(ds.y);
-
+    const char *names[] = {"baseline", "candidate"};
     const cJSON *tp = get(r, "throughput");
     const char *tk[] = {"median_tokens_per_s", "median_step_time_s"};
     const cJSON *tc[] = {get(tp, "baseline"), get(tp, "candidate")};
     kv_table(o, "Throughput", tk, 2, tc, names, 2);
+}
 
-    // phases: groups = runs in order of appearance, values = phases (stacked)
+// Wall time per phase: groups = runs in order of appearance, values = phases (stacked).
+static void render_phases(out_t *o, const cJSON *r) {
+    FILE *h = o->h;
+    const cJSON *it;
     // every phase accept writes (compilation: OpenCL's run-time builds), so a bar is the run's whole time
     enum { MAX_RUNS = 8, NPH = 7 };
     const char *phn[NPH] = {"start-up", "compilation", "training", "checkpoint", "portability", "recovery", "eval"};
@@ -486,8 +500,10 @@ static void render(out_t *o, const cJSON *r) {
     svg_bars(h, "Wall time per phase", "seconds", runs, nruns, phn, NPH, pv, 1);
     const char *phk[] = {"run", "phase", "seconds"};
     arr_table(o, "Phases", ph, phk, 3);
+}
 
-    // portability
+static void render_portability(out_t *o, const cJSON *r) {
+    FILE *h = o->h;
     const cJSON *po = get(r, "portability");
     int np = cJSON_IsArray(po) ? cJSON_GetArraySize(po) : 0;
     if (np > 64) np = 64;
@@ -508,8 +524,11 @@ static void render(out_t *o, const cJSON *r) {
     svg_bars(h, "Checkpoint save / restore time", "seconds", pl, np, svn, 2, sv, 0);
     const char *pok[] = {"writer", "reader", "checkpoint_step", "ok", "max_rel_diff", "tolerance", "save_time_s", "restore_time_s", "bytes", "detail"};
     arr_table(o, "Portability", po, pok, 10);
+}
 
-    // recovery
+static void render_recovery(out_t *o, const cJSON *r) {
+    FILE *h = o->h;
+    const char *fn[] = {"value"};
     const cJSON *rc = get(r, "recovery");
     const char *rsn[] = {"detect", "teardown", "restart", "restore", "replay"};
     const char *rkk[] = {"detect_s", "teardown_s", "restart_s", "restore_s", "replay_s"};
@@ -521,8 +540,11 @@ static void render(out_t *o, const cJSON *r) {
     const char *rk[] = {"platform", "fault", "fault_step", "detect_s", "teardown_s", "restart_s", "restore_s", "replay_s", "total_s", "restored_step", "steps_recomputed", "goodput", "final_compare", "ok"};
     const cJSON *rcc[] = {rc};
     kv_table(o, "Recovery metrics", rk, 14, rcc, fn, 1);
+}
 
-    // cost
+static void render_cost(out_t *o, const cJSON *r) {
+    FILE *h = o->h, *m = o->m;
+    char b[64];
     const cJSON *co = get(r, "cost");
     const char *cok[] = {"item", "device", "phase", "hours", "price_per_hour", "source", "date", "cost"};
     arr_table(o, "Cost", get(co, "rows"), cok, 8);
@@ -543,7 +565,19 @@ static void render(out_t *o, const cJSON *r) {
         }
         fprintf(h, "</table>\n");
     }
-    fprintf(h, "</body></html>\n");
+}
+
+static void render(out_t *o, const cJSON *r) {
+    const cJSON *cv = get(r, "convergence");
+    render_head(o, r);
+    render_identity(o, r);
+    render_convergence(o, cv);
+    render_curves(o, r, cv);
+    render_phases(o, r);
+    render_portability(o, r);
+    render_recovery(o, r);
+    render_cost(o, r);
+    fprintf(o->h, "</body></html>\n");
 }
 
 int pt_report_check(const cJSON *report, const char *path) {

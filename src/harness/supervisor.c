@@ -3,8 +3,10 @@
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/json.h"
+#include "io/checkpoint.h"
 #include "train/ckpt_interval.h"
 #include "train/metrics.h"
+#include "util/proc.h"
 
 #include <stdbool.h>
 #include <dirent.h>
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,19 +42,6 @@ static long last_step(const char *dir) {
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     const long step = pt_metrics_last_step(path);
     return step > 0 ? step : 0;
-}
-
-// The step of the checkpoint `latest` names (0: none).
-static long latest_step(const char *dir) {
-    char path[4096], buf[256] = {0};
-    snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *d = strrchr(buf, '-');
-    return d ? atol(d + 1) : 0;
 }
 
 // The checkpoint step a resumed worker really restored: its first metrics line
@@ -200,64 +190,6 @@ static void clear_heartbeats(const char *dir) {
     closedir(d);
 }
 
-// Workers that outlived the teardown (an MPI rank in a process group of its
-// own, say). The supervisor is a child subreaper, so every orphaned
-// descendant is re-parented to it. Ranks its launcher is still ending get a
-// second to exit (zombies are just reaped); whatever is alive after that is
-// an orphan: killed, reaped and counted.
-static int children_alive(int kill_them);
-static int reap_strays(void) {
-    for (int i = 0; i < 50 && children_alive(0) > 0; i++) {
-        while (waitpid(-1, NULL, WNOHANG) > 0) {}
-        usleep(20000);
-    }
-    while (waitpid(-1, NULL, WNOHANG) > 0) {}
-    return children_alive(1);
-}
-
-static int children_alive(int kill_them) {
-    DIR *d = opendir("/proc");
-    if (!d) return 0;
-    const pid_t me = getpid();
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid <= 0 || pid == me) continue;
-        char path[64], buf[1024];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        const char *rp = strrchr(buf, ')');  // "pid (comm) state ppid ..."
-        int ppid = 0;
-        char state;
-        if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != me) continue;
-        if (state == 'Z') {  // already dead
-            waitpid(pid, NULL, WNOHANG);
-            continue;
-        }
-        n++;
-        if (kill_them && kill(pid, SIGKILL) == 0) waitpid(pid, NULL, 0);
-    }
-    closedir(d);
-    return n;
-}
-
-// Tears the worker group down: SIGTERM, a grace period, SIGKILL, then reap.
-static int teardown(pid_t pgid) {
-    kill(-pgid, SIGTERM);
-    for (int i = 0; i < 20 && kill(-pgid, 0) == 0; i++) {
-        while (waitpid(-pgid, NULL, WNOHANG) > 0) {}
-        usleep(50000);
-    }
-    kill(-pgid, SIGKILL);
-    while (waitpid(-pgid, NULL, 0) > 0) {}
-    return kill(-pgid, 0) == 0 ? 1 : 0;  // orphans left in the group
-}
-
 // SIGTERM, SIGINT (Ctrl-C) or SIGHUP to the supervisor: it stops the worker
 // group itself (an MPI launcher's ranks included) before it exits. Dying at
 // once would leave that to the worker's parent-death signal, and an mpirun
@@ -294,264 +226,344 @@ static void close_recovery(cJSON *recs, double restore_s, double replay_s, doubl
     cJSON_AddBoolToObject(r, "recovered", true);
 }
 
-int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/events.jsonl", o->output_dir);
-    FILE *ev = fopen(path, o->resume ? "a" : "w");
-    if (!ev) { pt_set_error("%s: %s", path, strerror(errno)); return -1; }
-    prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (reap_strays)
-    catch_stop_signals();
-    // The worker command: [launcher words...] portatrain train ARGS
+// The supervisor across attempts.
+typedef struct {
+    const pt_supervise_opts *o;
+    FILE *ev;                 // events.jsonl
     char exe[4096];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[el > 0 ? el : 0] = 0;
-    char *lcopy = o->launcher ? strdup(o->launcher) : NULL;
-    char **argv = calloc((size_t)wargc + 4 + (o->launcher ? strlen(o->launcher) : 0), sizeof *argv);
-    int base = 0;
-    if (lcopy)
-        for (char *sv = NULL, *tok = strtok_r(lcopy, " \t", &sv); tok; tok = strtok_r(NULL, " \t", &sv)) argv[base++] = tok;
-    const int launcher_words = base;
-    argv[base++] = lcopy ? exe : wargv[0];
-    for (int i = 1; i < wargc; i++) argv[base++] = wargv[i];
-    wargc = base;
-    const int world = o->world > 0 ? o->world : 1;
-    const double t0 = now_s();
-    int attempts = 0, restarts = 0, streak = 0, rc = -1;
-    bool fired[64] = {0}, armed[64];
-    bool pending = false;  // a recovery waiting for the worker to reach pending_reach again
-    long pending_reach = 0;
-    double pending_t_fault = 0;
-    cJSON *recs = cJSON_CreateArray();
-    for (;;) {
-        if (g_stop_signal) {  // during a restart's back-off: no worker is running
-            log_stopped(ev, now_s(), attempts, last_step(o->output_dir));
-            fflush(ev);
-            pt_set_error("stopped by signal %d during the back-off before attempt %d", (int)g_stop_signal, attempts + 1);
-            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
-            break;
-        }
-        attempts++;
-        int n = wargc;
-        // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch,
-        // replacing the failed attempt's metrics (the worker refuses a run dir without one of the two).
-        if (attempts > 1 && latest_step(o->output_dir) > 0) { argv[n++] = "--resume-from-checkpoint"; argv[n++] = "latest"; }
-        else if (attempts > 1) argv[n++] = "--overwrite-output-dir";
-        argv[n] = NULL;
-        // A fault fires once: this attempt arms the unfired faults up to and
-        // including the first that ends an attempt (kill, hang, enospc); nan
-        // and corrupt-checkpoint faults don't, so they ride along with it. A bad
-        // batch (nan, nan:target=grad) stays armed: a replay of its step meets it
-        // again, as an uninterrupted run met it once.
-        for (int i = 0, stop = 0; i < o->n_faults; i++) {
-            armed[i] = !stop && (!fired[i] || pt_fault_recurs(o->faults[i].kind));
-            if (armed[i] && pt_fault_ends_attempt(o->faults[i].kind)) stop = 1;
-        }
-        clear_heartbeats(o->output_dir);
-        const double t_start = now_s();
-        const pid_t sup_pid = getpid();
-        pid_t pid = fork();
-        if (pid < 0) { pt_set_error("fork: %s", strerror(errno)); break; }
-        if (pid == 0) {
-            setpgid(0, 0);
-            // The worker dies with its supervisor (killed, or its own parent gone):
-            // a supervised run never leaves an orphan training process.
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() != sup_pid) _exit(125);
-            pt_fault_disarm_all();
-            // --overwrite-output-dir in the worker keeps this supervisor's events.jsonl.
-            setenv("PT_SUPERVISED_WORKER", "1", 1);
-            for (int i = 0; i < o->n_faults; i++)
-                if (armed[i]) pt_fault_arm(&o->faults[i]);
-            if (launcher_words) execvp(argv[0], argv);
-            else execv("/proc/self/exe", argv);
-            _exit(127);
-        }
-        setpgid(pid, pid);
-        fprintf(ev, "{\"event\": \"start\", \"time\": %.6f, \"attempt\": %d, \"pid\": %d}\n", t_start, attempts, (int)pid);
-        fflush(ev);
-        // Poll exit status and step progress; a worker without progress for
-        // hang_timeout seconds is declared hung.
-        int st = 0;
-        bool hung = false, stopped = false;
-        long seen = last_step(o->output_dir);
-        double t_seen = now_s(), t_first_new = 0;
-        for (;;) {
-            pid_t w = waitpid(pid, &st, WNOHANG);
-            const bool exited = w == pid;  // its last line may have landed after the previous poll
-            const long s = last_step(o->output_dir);
-            const double t = now_s();
-            if (s != seen) {
-                // Only a step beyond the last one seen is the attempt's first step: a resumed worker
-                // first cuts metrics.jsonl back to its checkpoint, and --overwrite-output-dir removes it
-                // before the model load; until a step is logged the start-up timeout applies.
-                if (!t_first_new && s > seen) t_first_new = t;
-                seen = s;
-                t_seen = t;
-                if (pending && s >= pending_reach) {
-                    cJSON *r = cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1);
-                    const long back = resumed_step(o->output_dir);
-                    if (back >= 0 && back != (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble) {
-                        cJSON_ReplaceItemInObject(r, "restored_step", cJSON_CreateNumber((double)back));
-                        cJSON_ReplaceItemInObject(r, "steps_recomputed", cJSON_CreateNumber((double)(pending_reach - back)));
-                    }
-                    close_recovery(recs, t_first_new - t_start, t - t_first_new, t - pending_t_fault);
-                    fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f, "
-                            "\"restored_step\": %ld}\n", t, s, t - pending_t_fault,
-                            (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble);
-                    fflush(ev);
-                    pending = false;
-                }
-            }
-            if (exited) break;
-            if (g_stop_signal) { stopped = true; break; }
-            // Until its first step an attempt is loading and restoring: that gets
-            // the start-up timeout, steps after it the (shorter) hang timeout.
-            double limit = t_first_new ? o->hang_timeout : o->startup_timeout;
-            if (limit > 0 && t_first_new && t - t_seen > limit && saving(o->output_dir, world))
-                limit = o->startup_timeout;  // a slow save, not a hang (read only once past the hang timeout)
-            if (limit > 0 && t - (t_first_new ? t_seen : t_start) > limit) {
-                // A save can end between the metrics read above and the heartbeat read: the worker logs
-                // the step before its heartbeat leaves "save", so a second look at the metrics sees it.
-                if (last_step(o->output_dir) != seen) continue;
-                hung = true;
-                break;
-            }
-            usleep(20000);
-        }
-        const double t_det = now_s();
-        long lag_step = 0;
-        const int blamed = hung ? laggard_rank(o->output_dir, world, &lag_step) : -1;
-        int orphans = teardown(pid);
-        orphans += reap_strays();
-        const double t_down = now_s();
-        if (stopped) {
-            seen = last_step(o->output_dir);  // an MPI job's ranks may log steps until mpirun has ended them
-            log_stopped(ev, t_det, attempts, seen);
-            fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
-                    t_down, t_down - t_det, orphans);
-            fflush(ev);
-            pt_set_error("stopped by signal %d after step %ld; the worker was stopped (resume with "
-                         "--resume-from-checkpoint latest)", (int)g_stop_signal, seen);
-            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
-            break;
-        }
-        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-            // A restart that finished without a new step (its checkpoint was already at the fault
-            // point: a kill or hang after the last step, before the final model write) recovered too.
-            if (pending) {
-                close_recovery(recs, t_det - t_start, 0, t_det - pending_t_fault);
-                fprintf(ev, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n",
-                        t_det, seen, t_det - pending_t_fault);
-                pending = false;
-            }
-            rc = 0;
-            break;
-        }
-        const bool killed = !hung && WIFSIGNALED(st);
-        const bool nonfinite = !hung && WIFEXITED(st) && WEXITSTATUS(st) == 3;
-        // The armed faults the worker reached fired (a fault of step S fires at
-        // step S, or during it: a kill in the save or a nan stop leave S-1 logged).
-        long fault_step = -1;
-        int fault_rank = -1;
-        const char *injected = NULL;
-        for (int i = 0; i < o->n_faults; i++)
-            if (armed[i] && o->faults[i].step <= seen + 1) {
-                const bool again = fired[i];  // a bad batch met again in a replay: not this attempt's fault
-                fired[i] = true;
-                if (pt_fault_ends_attempt(o->faults[i].kind) || (fault_step < 0 && !again)) {
-                    fault_step = o->faults[i].step;
-                    fault_rank = o->faults[i].rank;
-                    injected = pt_fault_name(o->faults[i].kind);
-                }
-            }
-        const char *fault = hung ? "hang" : killed ? "kill" : nonfinite ? "nonfinite" : "exit";
-        fprintf(ev, "{\"event\": \"detected\", \"time\": %.6f, \"attempt\": %d, \"fault\": \"%s\", \"step\": %ld, "
-                "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d, \"injected\": \"%s\", \"injected_rank\": %d, "
-                "\"heartbeat_laggard_rank\": %d}\n",
-                t_det, attempts, fault, seen, t_det - t_seen, killed ? WTERMSIG(st) : 0,
-                !hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1, injected ? injected : "", fault_rank, blamed);
-        fprintf(ev, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n",
-                t_down, t_down - t_det, orphans);
-        fflush(ev);
-        if (nonfinite) {  // deterministic: a restart would replay the same batch and stop again
-            pt_set_error("worker stopped on a non-finite loss or gradient after step %ld (exit 3); not restarting "
-                         "(a restart replays the same batch; see --nan-policy skip|rollback)", seen);
-            rc = PT_SUPERVISE_NONFINITE;
-            break;
-        }
-        if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 2) {  // usage error: a restart would fail the same way
-            pt_set_error("worker exited with a usage error (exit 2); not restarting");
-            rc = PT_SUPERVISE_USAGE;
-            break;
-        }
-        if (restarts >= o->max_restarts) {
-            pt_set_error("worker failed %d times; giving up after --max-restarts %d", attempts, o->max_restarts);
-            break;
-        }
-        // Back-off doubles only while failures come without progress (a crash
-        // loop); a worker that got past its previous failure point starts over
-        // at --restart-backoff. Capped so a long run never sleeps for minutes.
-        if (pending) {  // the previous recovery never got back to its fault point
-            cJSON_AddBoolToObject(cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1), "recovered", false);
-            streak++;
-        } else streak = 0;
-        double backoff = o->restart_backoff;
-        for (int i = 0; i < streak && backoff < PT_SUPERVISE_MAX_BACKOFF_S; i++) backoff *= 2;
-        if (backoff > PT_SUPERVISE_MAX_BACKOFF_S) backoff = PT_SUPERVISE_MAX_BACKOFF_S;
-        restarts++;
-        fprintf(ev, "{\"event\": \"restart\", \"time\": %.6f, \"attempt\": %d, \"backoff_s\": %.3f}\n",
-                now_s(), attempts + 1, backoff);
-        fflush(ev);
-        cJSON *r = cJSON_CreateObject();
-        const long restored = latest_step(o->output_dir);
-        cJSON_AddStringToObject(r, "fault", fault);
-        if (injected) cJSON_AddStringToObject(r, "injected", injected);
-        // The failed rank: the injected fault's, else the laggard by heartbeat
-        // (hangs), else unknown (-1; an MPI job's death names it on stderr).
-        cJSON_AddNumberToObject(r, "rank", fault_rank >= 0 ? fault_rank : blamed >= 0 ? blamed : world == 1 ? 0 : -1);
-        if (hung) cJSON_AddNumberToObject(r, "heartbeat_laggard_rank", blamed);
-        cJSON_AddNumberToObject(r, "fault_step", (double)(fault_step >= 0 ? fault_step : seen));
-        cJSON_AddNumberToObject(r, "detect_s", t_det - t_seen);
-        cJSON_AddNumberToObject(r, "teardown_s", t_down - t_det);
-        cJSON_AddNumberToObject(r, "restart_s", backoff);
-        cJSON_AddNumberToObject(r, "restored_step", (double)restored);
-        cJSON_AddNumberToObject(r, "steps_recomputed", (double)(seen - restored));
-        cJSON_AddNumberToObject(r, "orphans", orphans);
-        fprintf(ev, "{\"event\": \"restore\", \"time\": %.6f, \"checkpoint_step\": %ld, \"steps_recomputed\": %ld}\n",
-                now_s(), restored, seen - restored);
-        fflush(ev);  // before the back-off: a supervisor killed during it keeps the line
-        pending = true;  // closed at the first step >= the one reached before the fault
-        pending_reach = seen;
-        pending_t_fault = t_seen;
-        cJSON_AddItemToArray(recs, r);
-        usleep((useconds_t)(backoff * 1e6));
+    pt_cmd cmd;               // [launcher words...] portatrain train ARGS [resume flags]
+    int cmd_base;             // its words before an attempt's resume flags
+    int world, attempts, restarts, streak;
+    bool fired[64], armed[64];
+    bool pending;             // a recovery waiting for the worker to reach pending_reach again
+    long pending_reach;
+    double pending_t_fault;
+    cJSON *recs;              // recovery.json's "recoveries"
+} sup_t;
+
+// One attempt: its worker and what polling it saw.
+typedef struct {
+    sup_t *s;
+    pid_t pid;
+    int status;
+    double t_start, t_seen, t_first_new, t_det, t_down;
+    long seen;                // the newest step logged
+    bool hung, stopped;
+    int blamed, orphans;      // the heartbeat laggard of a hang; processes that outlived the teardown
+} attempt_t;
+
+// What ended an attempt that did not complete.
+typedef struct {
+    const char *name;         // hang, kill, nonfinite, exit
+    const char *injected;     // the armed fault it reached (NULL: none)
+    long step;                // that fault's step, -1: none
+    int rank;                 // that fault's rank, -1: none
+    bool killed, nonfinite;
+} fault_t;
+
+static void event(sup_t *s, const char *fmt, ...) PT_PRINTF(2, 3);
+static void event(sup_t *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(s->ev, fmt, ap);
+    va_end(ap);
+    fflush(s->ev);  // a supervisor killed later (during a back-off, say) keeps the line
+}
+
+static void worker_command(sup_t *s, int wargc, char **wargv) {
+    pt_cmd_init(&s->cmd, s->o->launcher, wargc + 2);
+    if (s->cmd.launched) {
+        pt_self_exe_path(s->exe, sizeof s->exe);
+        pt_cmd_add(&s->cmd, s->exe);
+    } else pt_cmd_add(&s->cmd, wargv[0]);
+    for (int i = 1; i < wargc; i++) pt_cmd_add(&s->cmd, wargv[i]);
+    s->cmd_base = s->cmd.argc;
+}
+
+// A fault fires once: an attempt arms the unfired faults up to and including the first that ends an
+// attempt (kill, hang, enospc); nan and corrupt-checkpoint faults don't, so they ride along with it. A bad
+// batch (nan, nan:target=grad) stays armed: a replay of its step meets it again, as an uninterrupted run
+// met it once.
+static void arm_faults(sup_t *s) {
+    const pt_supervise_opts *o = s->o;
+    for (int i = 0, stop = 0; i < o->n_faults; i++) {
+        s->armed[i] = !stop && (!s->fired[i] || pt_fault_recurs(o->faults[i].kind));
+        if (s->armed[i] && pt_fault_ends_attempt(o->faults[i].kind)) stop = 1;
     }
-    if (pending)  // the last restart failed before it got back to its fault point (given up, stopped)
-        cJSON_AddBoolToObject(cJSON_GetArrayItem(recs, cJSON_GetArraySize(recs) - 1), "recovered", false);
-    const double wall = now_s() - t0;
+}
+
+// In the worker, before exec: its faults, and the mark that keeps this supervisor's events.jsonl when
+// the worker's --overwrite-output-dir clears the directory.
+static void worker_setup(void *arg) {
+    const sup_t *s = arg;
+    pt_fault_disarm_all();
+    setenv("PT_SUPERVISED_WORKER", "1", 1);
+    for (int i = 0; i < s->o->n_faults; i++)
+        if (s->armed[i]) pt_fault_arm(&s->o->faults[i]);
+}
+
+static int start_attempt(sup_t *s, attempt_t *a) {
+    const char *dir = s->o->output_dir;
+    s->attempts++;
+    s->cmd.argc = s->cmd_base;
+    s->cmd.argv[s->cmd_base] = NULL;
+    // Resume whenever a checkpoint exists; a fault before the first save restarts from scratch,
+    // replacing the failed attempt's metrics (the worker refuses a run dir without one of the two).
+    if (s->attempts > 1 && ckpt_latest_step(dir) > 0) {
+        pt_cmd_add(&s->cmd, "--resume-from-checkpoint");
+        pt_cmd_add(&s->cmd, "latest");
+    } else if (s->attempts > 1) pt_cmd_add(&s->cmd, "--overwrite-output-dir");
+    arm_faults(s);
+    clear_heartbeats(dir);
+    *a = (attempt_t){.s = s, .blamed = -1};
+    a->t_start = now_s();
+    // The worker leads its own group (torn down whole) and dies with its supervisor: a supervised run
+    // never leaves an orphan training process.
+    const pt_spawn_opts so = {.own_group = true, .in_child = worker_setup, .arg = s};
+    a->pid = pt_proc_spawn(&s->cmd, &so, "supervisor");
+    if (a->pid < 0) return -1;
+    event(s, "{\"event\": \"start\", \"time\": %.6f, \"attempt\": %d, \"pid\": %d}\n", a->t_start, s->attempts,
+          (int)a->pid);
+    a->seen = last_step(dir);
+    a->t_seen = now_s();
+    return 0;
+}
+
+// The worker got back to the step it had reached before the fault: the open recovery is closed.
+static void recovered(attempt_t *a, long step, double t) {
+    sup_t *s = a->s;
+    cJSON *r = cJSON_GetArrayItem(s->recs, cJSON_GetArraySize(s->recs) - 1);
+    const long back = resumed_step(s->o->output_dir);
+    if (back >= 0 && back != (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble) {
+        cJSON_ReplaceItemInObject(r, "restored_step", cJSON_CreateNumber((double)back));
+        cJSON_ReplaceItemInObject(r, "steps_recomputed", cJSON_CreateNumber((double)(s->pending_reach - back)));
+    }
+    close_recovery(s->recs, a->t_first_new - a->t_start, t - a->t_first_new, t - s->pending_t_fault);
+    event(s, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f, \"restored_step\": %ld}\n",
+          t, step, t - s->pending_t_fault, (long)cJSON_GetObjectItem(r, "restored_step")->valuedouble);
+    s->pending = false;
+}
+
+// pt_proc_wait's watch: step progress, a stop signal, and the hang and start-up timeouts.
+static bool watch_worker(void *arg, bool exited) {
+    attempt_t *a = arg;
+    const pt_supervise_opts *o = a->s->o;
+    const long s = last_step(o->output_dir);  // an exited worker's last line may have landed after the last poll
+    const double t = now_s();
+    if (s != a->seen) {
+        // Only a step beyond the last one seen is the attempt's first step: a resumed worker
+        // first cuts metrics.jsonl back to its checkpoint, and --overwrite-output-dir removes it
+        // before the model load; until a step is logged the start-up timeout applies.
+        if (!a->t_first_new && s > a->seen) a->t_first_new = t;
+        a->seen = s;
+        a->t_seen = t;
+        if (a->s->pending && s >= a->s->pending_reach) recovered(a, s, t);
+    }
+    if (exited) return false;
+    if (g_stop_signal) return a->stopped = true;
+    // Until its first step an attempt is loading and restoring: that gets
+    // the start-up timeout, steps after it the (shorter) hang timeout.
+    double limit = a->t_first_new ? o->hang_timeout : o->startup_timeout;
+    if (limit > 0 && a->t_first_new && t - a->t_seen > limit && saving(o->output_dir, a->s->world))
+        limit = o->startup_timeout;  // a slow save, not a hang (read only once past the hang timeout)
+    if (limit > 0 && t - (a->t_first_new ? a->t_seen : a->t_start) > limit) {
+        // A save can end between the metrics read above and the heartbeat read: the worker logs
+        // the step before its heartbeat leaves "save", so a second look at the metrics sees it.
+        if (last_step(o->output_dir) != a->seen) return false;
+        return a->hung = true;
+    }
+    return false;
+}
+
+// Waits for the attempt's end (exit, hang or stop signal), then tears its worker group down.
+static void run_attempt(attempt_t *a) {
+    const sup_t *s = a->s;
+    if (pt_proc_wait(a->pid, &a->status, 0.02, watch_worker, a) < 0) a->status = 1 << 8;  // lost: as an exit 1
+    a->t_det = now_s();
+    long lag_step = 0;
+    if (a->hung) a->blamed = laggard_rank(s->o->output_dir, s->world, &lag_step);
+    a->orphans = pt_proc_kill_group(a->pid);
+    // The supervisor is a child subreaper: workers that outlived the teardown (an MPI rank in a
+    // process group of its own, say) come back to it.
+    a->orphans += pt_proc_reap_strays();
+    a->t_down = now_s();
+}
+
+static int stopped(sup_t *s, attempt_t *a) {
+    a->seen = last_step(s->o->output_dir);  // an MPI job's ranks may log steps until mpirun has ended them
+    log_stopped(s->ev, a->t_det, s->attempts, a->seen);
+    event(s, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n", a->t_down,
+          a->t_down - a->t_det, a->orphans);
+    pt_set_error("stopped by signal %d after step %ld; the worker was stopped (resume with "
+                 "--resume-from-checkpoint latest)", (int)g_stop_signal, a->seen);
+    return PT_SUPERVISE_SIGNALED + g_stop_signal;
+}
+
+static bool completed(sup_t *s, const attempt_t *a) {
+    if (a->hung || !WIFEXITED(a->status) || WEXITSTATUS(a->status) != 0) return false;
+    // A restart that finished without a new step (its checkpoint was already at the fault
+    // point: a kill or hang after the last step, before the final model write) recovered too.
+    if (s->pending) {
+        close_recovery(s->recs, a->t_det - a->t_start, 0, a->t_det - s->pending_t_fault);
+        event(s, "{\"event\": \"recovered\", \"time\": %.6f, \"step\": %ld, \"total_s\": %.6f}\n", a->t_det, a->seen,
+              a->t_det - s->pending_t_fault);
+        s->pending = false;
+    }
+    return true;
+}
+
+// What ended the attempt, logged as "detected" and "teardown" events. The armed faults the worker reached
+// fired (a fault of step S fires at step S, or during it: a kill in the save or a nan stop leave S-1 logged).
+static fault_t classify(sup_t *s, const attempt_t *a) {
+    const pt_supervise_opts *o = s->o;
+    const int st = a->status;
+    fault_t f = {.step = -1, .rank = -1, .killed = !a->hung && WIFSIGNALED(st)};
+    f.nonfinite = !a->hung && WIFEXITED(st) && WEXITSTATUS(st) == 3;
+    for (int i = 0; i < o->n_faults; i++)
+        if (s->armed[i] && o->faults[i].step <= a->seen + 1) {
+            const bool again = s->fired[i];  // a bad batch met again in a replay: not this attempt's fault
+            s->fired[i] = true;
+            if (pt_fault_ends_attempt(o->faults[i].kind) || (f.step < 0 && !again)) {
+                f.step = o->faults[i].step;
+                f.rank = o->faults[i].rank;
+                f.injected = pt_fault_name(o->faults[i].kind);
+            }
+        }
+    f.name = a->hung ? "hang" : f.killed ? "kill" : f.nonfinite ? "nonfinite" : "exit";
+    event(s, "{\"event\": \"detected\", \"time\": %.6f, \"attempt\": %d, \"fault\": \"%s\", \"step\": %ld, "
+          "\"detect_s\": %.6f, \"signal\": %d, \"exit\": %d, \"injected\": \"%s\", \"injected_rank\": %d, "
+          "\"heartbeat_laggard_rank\": %d}\n",
+          a->t_det, s->attempts, f.name, a->seen, a->t_det - a->t_seen, f.killed ? WTERMSIG(st) : 0,
+          !a->hung && WIFEXITED(st) ? WEXITSTATUS(st) : -1, f.injected ? f.injected : "", f.rank, a->blamed);
+    event(s, "{\"event\": \"teardown\", \"time\": %.6f, \"duration_s\": %.6f, \"orphans\": %d}\n", a->t_down,
+          a->t_down - a->t_det, a->orphans);
+    return f;
+}
+
+// Whether a failed attempt ends the supervision (*rc set, error set) instead of a restart.
+static bool give_up(const sup_t *s, const attempt_t *a, const fault_t *f, int *rc) {
+    if (f->nonfinite) {  // deterministic: a restart would replay the same batch and stop again
+        pt_set_error("worker stopped on a non-finite loss or gradient after step %ld (exit 3); not restarting "
+                     "(a restart replays the same batch; see --nan-policy skip|rollback)", a->seen);
+        *rc = PT_SUPERVISE_NONFINITE;
+        return true;
+    }
+    if (!a->hung && WIFEXITED(a->status) && WEXITSTATUS(a->status) == 2) {  // a restart would fail the same way
+        pt_set_error("worker exited with a usage error (exit 2); not restarting");
+        *rc = PT_SUPERVISE_USAGE;
+        return true;
+    }
+    if (s->restarts >= s->o->max_restarts) {
+        pt_set_error("worker failed %d times; giving up after --max-restarts %d", s->attempts, s->o->max_restarts);
+        *rc = -1;
+        return true;
+    }
+    return false;
+}
+
+// Back-off doubles only while failures come without progress (a crash loop); a worker that got past its
+// previous failure point starts over at --restart-backoff. Capped so a long run never sleeps for minutes.
+static double backoff_s(sup_t *s) {
+    if (s->pending) {  // the previous recovery never got back to its fault point
+        cJSON_AddBoolToObject(cJSON_GetArrayItem(s->recs, cJSON_GetArraySize(s->recs) - 1), "recovered", false);
+        s->streak++;
+    } else s->streak = 0;
+    double backoff = s->o->restart_backoff;
+    for (int i = 0; i < s->streak && backoff < PT_SUPERVISE_MAX_BACKOFF_S; i++) backoff *= 2;
+    return backoff > PT_SUPERVISE_MAX_BACKOFF_S ? PT_SUPERVISE_MAX_BACKOFF_S : backoff;
+}
+
+// Opens a recovery (closed by the first step >= the one reached before the fault) and sleeps the back-off.
+static void restart(sup_t *s, const attempt_t *a, const fault_t *f) {
+    const double backoff = backoff_s(s);
+    s->restarts++;
+    event(s, "{\"event\": \"restart\", \"time\": %.6f, \"attempt\": %d, \"backoff_s\": %.3f}\n", now_s(),
+          s->attempts + 1, backoff);
+    cJSON *r = cJSON_CreateObject();
+    const long restored = ckpt_latest_step(s->o->output_dir);
+    cJSON_AddStringToObject(r, "fault", f->name);
+    if (f->injected) cJSON_AddStringToObject(r, "injected", f->injected);
+    // The failed rank: the injected fault's, else the laggard by heartbeat
+    // (hangs), else unknown (-1; an MPI job's death names it on stderr).
+    cJSON_AddNumberToObject(r, "rank", f->rank >= 0 ? f->rank : a->blamed >= 0 ? a->blamed : s->world == 1 ? 0 : -1);
+    if (a->hung) cJSON_AddNumberToObject(r, "heartbeat_laggard_rank", a->blamed);
+    cJSON_AddNumberToObject(r, "fault_step", (double)(f->step >= 0 ? f->step : a->seen));
+    cJSON_AddNumberToObject(r, "detect_s", a->t_det - a->t_seen);
+    cJSON_AddNumberToObject(r, "teardown_s", a->t_down - a->t_det);
+    cJSON_AddNumberToObject(r, "restart_s", backoff);
+    cJSON_AddNumberToObject(r, "restored_step", (double)restored);
+    cJSON_AddNumberToObject(r, "steps_recomputed", (double)(a->seen - restored));
+    cJSON_AddNumberToObject(r, "orphans", a->orphans);
+    event(s, "{\"event\": \"restore\", \"time\": %.6f, \"checkpoint_step\": %ld, \"steps_recomputed\": %ld}\n",
+          now_s(), restored, a->seen - restored);
+    s->pending = true;
+    s->pending_reach = a->seen;
+    s->pending_t_fault = a->t_seen;
+    cJSON_AddItemToArray(s->recs, r);
+    usleep((useconds_t)(backoff * 1e6));
+}
+
+// OUTPUT/recovery.json: attempts, goodput, every recovery and the checkpoint interval advice.
+static void write_summary(sup_t *s, int rc, double wall) {
+    const pt_supervise_opts *o = s->o;
+    if (s->pending)  // the last restart failed before it got back to its fault point (given up, stopped)
+        cJSON_AddBoolToObject(cJSON_GetArrayItem(s->recs, cJSON_GetArraySize(s->recs) - 1), "recovered", false);
     cJSON *sum = cJSON_CreateObject();
-    cJSON_AddNumberToObject(sum, "attempts", attempts);
-    cJSON_AddNumberToObject(sum, "restarts", restarts);
+    cJSON_AddNumberToObject(sum, "attempts", s->attempts);
+    cJSON_AddNumberToObject(sum, "restarts", s->restarts);
     cJSON_AddBoolToObject(sum, "completed", rc == 0);
     if (rc > PT_SUPERVISE_SIGNALED) cJSON_AddNumberToObject(sum, "stopped_by_signal", rc - PT_SUPERVISE_SIGNALED);
     cJSON_AddNumberToObject(sum, "wall_s", wall);
     const double prod = productive_s(o->output_dir, o->max_steps > 0 ? o->max_steps : worker_max_steps(o->output_dir));
     cJSON_AddNumberToObject(sum, "productive_s", prod);
     cJSON_AddNumberToObject(sum, "goodput", wall > 0 ? prod / wall : 0);
-    cJSON_AddItemToObject(sum, "recoveries", recs);
+    cJSON_AddItemToObject(sum, "recoveries", s->recs);
+    s->recs = NULL;
     if (o->mtbf_hours > 0) {
         cJSON *adv = interval_advice(o->output_dir, o->mtbf_hours);
         if (adv) cJSON_AddItemToObject(sum, "checkpoint_interval", adv);
     }
     cJSON_AddStringToObject(sum, "events", "events.jsonl");
     char *txt = cJSON_PrintUnformatted(sum);
-    snprintf(path, sizeof path, "%s/recovery.json", o->output_dir);
+    char *path = pt_path_join(o->output_dir, "recovery.json");
     FILE *f = fopen(path, "w");
     if (f) { fputs(txt, f); fputc('\n', f); fclose(f); }
+    free(path);
     free(txt);
     cJSON_Delete(sum);
-    fclose(ev);
-    free(argv);
-    free(lcopy);
+}
+
+int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
+    char *path = pt_path_join(o->output_dir, "events.jsonl");
+    sup_t s = {.o = o, .ev = fopen(path, o->resume ? "a" : "w"), .world = o->world > 0 ? o->world : 1};
+    if (!s.ev) { pt_set_error("%s: %s", path, strerror(errno)); free(path); return -1; }
+    free(path);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (pt_proc_reap_strays)
+    catch_stop_signals();
+    worker_command(&s, wargc, wargv);
+    s.recs = cJSON_CreateArray();
+    const double t0 = now_s();
+    int rc = -1;
+    for (;;) {
+        if (g_stop_signal) {  // during a restart's back-off: no worker is running
+            log_stopped(s.ev, now_s(), s.attempts, last_step(o->output_dir));
+            fflush(s.ev);
+            pt_set_error("stopped by signal %d during the back-off before attempt %d", (int)g_stop_signal, s.attempts + 1);
+            rc = PT_SUPERVISE_SIGNALED + g_stop_signal;
+            break;
+        }
+        attempt_t a;
+        if (start_attempt(&s, &a) != 0) break;
+        run_attempt(&a);
+        if (a.stopped) { rc = stopped(&s, &a); break; }
+        if (completed(&s, &a)) { rc = 0; break; }
+        const fault_t f = classify(&s, &a);
+        if (give_up(&s, &a, &f, &rc)) break;
+        restart(&s, &a, &f);
+    }
+    write_summary(&s, rc, now_s() - t0);
+    cJSON_Delete(s.recs);
+    fclose(s.ev);
+    pt_cmd_free(&s.cmd);
     return rc;
 }

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -244,18 +243,6 @@ static int stream_finish(stream_out *o, int ok) {
 
 // ---------------------------------------------------------------- helpers
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    return remove(p);
-}
-static int rm_rf(const char *path) {
-    if (!pt_file_exists(path)) return 0;
-    if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0) {
-        pt_set_error("%s: cannot remove: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static void hash_hex_digest(XXH128_hash_t h, char out[48]) {
     snprintf(out, 48, "xxh3-128:%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
@@ -434,13 +421,13 @@ static void remove_stale_temporaries(const char *output_dir) {
         if (strncmp(e->d_name, ".tmp-checkpoint-", 16) != 0 && strncmp(e->d_name, ".stale-checkpoint-", 18) != 0)
             continue;
         char *p = pt_path_join(output_dir, e->d_name);
-        rm_rf(p);
+        pt_remove_tree(p);
         free(p);
     }
     closedir(d);
 }
 
-static char *read_latest_name(const char *output_dir) {
+char *ckpt_latest_name(const char *output_dir) {
     char *lp = pt_path_join(output_dir, "latest");
     size_t n;
     char *t = pt_file_exists(lp) ? pt_read_file(lp, &n) : NULL;
@@ -453,6 +440,31 @@ static char *read_latest_name(const char *output_dir) {
         return NULL;
     }
     return t;
+}
+
+long ckpt_latest_step(const char *output_dir) {
+    char *name = ckpt_latest_name(output_dir);
+    const long step = name ? parse_ckpt_step(name) : 0;
+    free(name);
+    return step;
+}
+
+// OUTPUT/latest = name, atomically: a temporary renamed over it, the directory fsync'd.
+static int write_latest(const char *output_dir, const char *name) {
+    char tmpl[96];
+    snprintf(tmpl, sizeof tmpl, ".latest.tmp-%d", (int)getpid());
+    char *tp = pt_path_join(output_dir, tmpl), *lp = pt_path_join(output_dir, "latest");
+    char text[80];
+    snprintf(text, sizeof text, "%s\n", name);
+    int wrc = write_small_file(tp, text);
+    if (!wrc && rename(tp, lp) != 0) {
+        pt_set_error("%s: rename failed: %s", lp, strerror(errno));
+        wrc = -1;
+    }
+    if (wrc) unlink(tp);
+    free(tp);
+    free(lp);
+    return wrc || pt_fsync_dir(output_dir) != 0 ? -1 : 0;
 }
 
 // After the tensor files are in `tmp`: the manifest, the rename, `latest`,
@@ -474,7 +486,7 @@ static int publish(const char *output_dir, long step, const char *name, const ch
         snprintf(stale, sizeof stale, ".stale-checkpoint-%ld-%d", step, (int)getpid());
         char *sp = pt_path_join(output_dir, stale);
         int mv = rename(final, sp);
-        if (mv == 0) rm_rf(sp);
+        if (mv == 0) pt_remove_tree(sp);
         free(sp);
         if (mv != 0) {
             pt_set_error("%s: cannot replace: %s", final, strerror(errno));
@@ -487,22 +499,7 @@ static int publish(const char *output_dir, long step, const char *name, const ch
     }
     if (pt_fsync_dir(output_dir) != 0) return -1;
     maybe_crash("renamed");
-    {
-        char tmpl[96];
-        snprintf(tmpl, sizeof tmpl, ".latest.tmp-%d", (int)getpid());
-        char *tp = pt_path_join(output_dir, tmpl), *lp = pt_path_join(output_dir, "latest");
-        char text[80];
-        snprintf(text, sizeof text, "%s\n", name);
-        int wrc = write_small_file(tp, text);
-        if (!wrc && rename(tp, lp) != 0) {
-            pt_set_error("%s: rename failed: %s", lp, strerror(errno));
-            wrc = -1;
-        }
-        if (wrc) unlink(tp);
-        free(tp);
-        free(lp);
-        if (wrc || pt_fsync_dir(output_dir) != 0) return -1;
-    }
+    if (write_latest(output_dir, name) != 0) return -1;
     maybe_crash("pointer-updated");
     if (keep_last > 0) {
         long *steps;
@@ -512,7 +509,7 @@ static int publish(const char *output_dir, long step, const char *name, const ch
             char nm[64];
             snprintf(nm, sizeof nm, "checkpoint-%ld", steps[i]);
             char *p = pt_path_join(output_dir, nm);
-            rm_rf(p);
+            pt_remove_tree(p);
             free(p);
         }
         free(steps);
@@ -572,7 +569,7 @@ done:
         pt_prefix_error("saving checkpoint %ld: ", step);
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", pt_last_error());
-        rm_rf(tmp);  // never leave a half-written checkpoint behind
+        pt_remove_tree(tmp);  // never leave a half-written checkpoint behind
         pt_set_error("%s", keep);
     }
     cJSON_Delete(man);
@@ -672,7 +669,7 @@ int ckpt_save_group(const char *output_dir, long step, const ckpt_slice *slices,
                 snprintf(msg.text, sizeof msg.text, "%s", pt_last_error());
             }
         }
-        if (!msg.ok) rm_rf(tmp);  // never leave a half-written checkpoint behind
+        if (!msg.ok) pt_remove_tree(tmp);  // never leave a half-written checkpoint behind
         cJSON_Delete(man);
         snprintf(msg.text + strlen(msg.text), sizeof msg.text - strlen(msg.text), "%s", "");
         double b = (double)bytes;
@@ -1065,7 +1062,7 @@ ckpt *ckpt_open_resume(const char *output_dir, const char *spec) {
         }
         return c;
     }
-    char *latest = read_latest_name(output_dir);
+    char *latest = ckpt_latest_name(output_dir);
     char first_error[1024] = "";
     if (latest) {
         char *p = pt_path_join(output_dir, latest);

@@ -79,6 +79,12 @@ int ckpt_read(ckpt *c, const char *name, int ndim, const int64_t *offset, const 
 // Summary for `ckpt inspect`.
 cJSON *ckpt_describe(const ckpt *c);
 
+// OUTPUT/latest, the pointer a save moves after its checkpoint is complete (one writer, the save; one
+// reader, these): the checkpoint it names ("checkpoint-N", malloc'd; NULL when absent or not such a name),
+// and that step (0 when none).
+char *ckpt_latest_name(const char *output_dir);
+long ckpt_latest_step(const char *output_dir);
+
 // Resolves "latest" (OUTPUT/latest, falling back with a warning to the
 // newest checkpoint-* that opens and verifies) or a checkpoint directory.
 // Returns an opened, verified checkpoint or NULL.

@@ -112,9 +112,8 @@ int pt_fault_resolve_random(pt_fault *f, int n, long max_steps, int world) {
 }
 
 int pt_fault_my_rank(void) {
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
-    if (!r) r = getenv("PMI_RANK");
-    return r ? atoi(r) : 0;
+    const int r = pt_env_rank();
+    return r >= 0 ? r : 0;
 }
 
 void pt_fault_arm(const pt_fault *f) {

@@ -4,6 +4,7 @@
 #include "data/dataset.h"
 #include "util/common.h"
 #include "util/fileio.h"
+#include "util/sysinfo.h"
 #include "util/hash.h"
 #include "util/json.h"
 
@@ -180,24 +181,6 @@ fail:
     return NULL;
 }
 
-// First "key : value" line of /proc/cpuinfo whose key is `key`; NULL if none.
-static char *cpuinfo_value(const char *text, const char *key) {
-    size_t kl = strlen(key);
-    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        if (strncmp(l, key, kl) != 0 || (l[kl] != ' ' && l[kl] != '\t' && l[kl] != ':')) continue;
-        const char *c = strchr(l, ':'), *e = strchr(l, '\n');
-        if (!c || (e && c > e)) continue;
-        c++;
-        while (*c == ' ' || *c == '\t') c++;
-        size_t n = e ? (size_t)(e - c) : strlen(c);
-        char *v = pt_malloc(n + 1);
-        memcpy(v, c, n);
-        v[n] = 0;
-        return v;
-    }
-    return NULL;
-}
-
 static int has_flag(const char *flags, const char *f) {
     size_t n = strlen(f);
     for (const char *p = flags; p && (p = strstr(p, f)); p += n)
@@ -207,11 +190,7 @@ static int has_flag(const char *flags, const char *f) {
 
 static cJSON *device_json(void) {
     cJSON *d = cJSON_CreateObject();
-    size_t len;
-    char *ci = pt_file_exists("/proc/cpuinfo") ? pt_read_file("/proc/cpuinfo", &len) : NULL;
-    pt_clear_error();
-    char *model = ci ? cpuinfo_value(ci, "model name") : NULL;
-    char *flags = ci ? cpuinfo_value(ci, "flags") : NULL;
+    char *model = pt_cpuinfo_value("model name"), *flags = pt_cpuinfo_value("flags");
     if (model) cJSON_AddStringToObject(d, "cpu_model", model);
     else cJSON_AddNullToObject(d, "cpu_model");
     cJSON *fl = cJSON_AddArrayToObject(d, "cpu_flags");
@@ -220,7 +199,6 @@ static cJSON *device_json(void) {
         if (has_flag(flags, simd[i])) cJSON_AddItemToArray(fl, cJSON_CreateString(simd[i]));
     free(model);
     free(flags);
-    free(ci);
     cJSON_AddNumberToObject(d, "nproc", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON_AddNumberToObject(d, "omp_threads", omp_get_max_threads());
     double mem = 0;

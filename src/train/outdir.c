@@ -1,4 +1,3 @@
-#define _XOPEN_SOURCE 700  // nftw
 #include "train/outdir.h"
 #include "train/manifest.h"
 #include "util/common.h"
@@ -6,7 +5,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,22 +35,6 @@ bool pt_outdir_has_run(const char *dir) {
         closedir(d);
     }
     return any;
-}
-
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static int rm_path(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return 0;
-    const int rc = S_ISDIR(st.st_mode) ? nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) : unlink(path);
-    if (rc != 0) {
-        pt_set_error("%s: cannot remove: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -89,13 +71,13 @@ int pt_outdir_clear(const char *dir, bool keep_model, bool supervisor_files) {
             for (struct dirent *f; h && rc == 0 && (f = readdir(h));) {
                 if (!has_prefix(f->d_name, "rank-")) continue;
                 char *q = pt_path_join(p, f->d_name);
-                rc = rm_path(q);
+                rc = pt_remove_tree(q);
                 free(q);
             }
             if (h) closedir(h);
             rmdir(p);  // kept when the user put something else there
         } else {
-            rc = rm_path(p);
+            rc = pt_remove_tree(p);
         }
         free(p);
     }

@@ -104,3 +104,12 @@ double pt_wall_time_s(void) {
     clock_gettime(CLOCK_REALTIME, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+int pt_env_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < PT_ARRAY_LEN(vars); i++) {
+        const char *r = getenv(vars[i]);
+        if (r) return atoi(r);
+    }
+    return -1;
+}

@@ -50,6 +50,10 @@ void pt_info(const char *fmt, ...) PT_PRINTF(1, 2);
 // Quiet mode silences pt_info (tests, machine-readable output).
 void pt_set_quiet(bool quiet);
 
+// This process's world rank as an MPI launcher set it in the environment (Open MPI's OMPI_COMM_WORLD_RANK,
+// else PMI_RANK, else PMIX_RANK); -1 when none did (not started by a launcher).
+int pt_env_rank(void);
+
 double pt_now_s(void);        // monotonic seconds
 double pt_wall_time_s(void);  // seconds since the epoch
 

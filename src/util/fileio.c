@@ -1,8 +1,10 @@
+#define _XOPEN_SOURCE 700  // nftw
 #include "util/fileio.h"
 #include "util/common.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,4 +189,20 @@ int pt_map_file(const char *path, const void **map, size_t *size) {
 
 void pt_unmap_file(const void *map, size_t size) {
     if (map && size) munmap((void *)map, size);
+}
+
+static int remove_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int pt_remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    const int rc = S_ISDIR(st.st_mode) ? nftw(path, remove_cb, 16, FTW_DEPTH | FTW_PHYS) : unlink(path);
+    if (rc != 0) {
+        pt_set_error("%s: cannot remove: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -13,6 +13,9 @@ int pt_write_file_atomic(const char *path, const void *data, size_t len);
 int pt_write_all(int fd, const void *data, size_t len, const char *path);
 int pt_fsync_dir(const char *dir);
 int pt_mkdir_p(const char *dir);
+// Removes a file or a directory tree (symlinks themselves, never what they point to); an absent path is
+// no error. -1 with an error naming the path that could not be removed.
+int pt_remove_tree(const char *path);
 int pt_is_dir(const char *path);
 int pt_file_exists(const char *path);
 // Maps a whole regular file read-only. Returns 0 and sets *map (NULL for an
