@@ -3,6 +3,7 @@
 #include "train/outdir.h"
 #include "backend/backend.h"
 #include "io/checkpoint.h"
+#include "io/dcp.h"
 #include "model/qwen3.h"
 #include "train/train_state.h"
 #include "util/common.h"
@@ -241,8 +242,12 @@ int cmd_ckpt(int argc, char **argv) {
         return cli_usage_error("ckpt", "unknown subcommand '%s' (inspect, verify)", sub);
     char *path = resolve(dir);
     ckpt *c = ckpt_open(path);
+    const bool dcp = !c && dcp_is_checkpoint_dir(path);  // a foreign format, refused by ckpt_open: a usage error
     free(path);
-    if (!c) return cli_fail();
+    if (!c) {
+        const int rc = cli_fail();
+        return dcp ? 2 : rc;
+    }
     int rc = 0;
     if (!strcmp(sub, "verify")) {
         double t0 = pt_now_s();

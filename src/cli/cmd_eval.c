@@ -2,6 +2,7 @@
 #include "backend/backend.h"
 #include "cli/cli.h"
 #include "data/loader.h"
+#include "io/dcp.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
 
@@ -14,20 +15,25 @@
 static void help(void) {
     printf("usage: portatrain eval --model DIR --data SHARD --seq-len T [--per-device-eval-batch-size B]\n"
            "                      [--max-batches N] [--backend NAME] [--precision fp32|bf16]\n"
-           "                      [--logits-out FILE]\n\n"
+           "                      [--logits-out FILE] [--config CONFIG.json]\n\n"
            "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
            "--max-batches every window (packed) or document (padded) is evaluated once, the last batch\n"
            "short, as transformers' Trainer.evaluate reads an eval set.\n"
            "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
            "safetensors, e.g. for tools/hf_check_model.py. --precision bf16 evaluates as Hugging Face's\n"
            "bf16 model does (docs/PRECISION.md).\n"
-           "Exit status: 0, 1 error, 2 usage, 3 non-finite loss (printed as null).\n");
+           "--config reads the model's config from CONFIG.json instead of DIR/config.json: TorchTitan's HF\n"
+           "export (--checkpoint.last-save-in-hf) writes none; without --config, DUMP/checkpoint/step-N finds\n"
+           "DUMP/assets/config.json (tools/torchtitan_run.py's layout). A TorchTitan/PyTorch DCP checkpoint\n"
+           "(.metadata + *.distcp) is refused: convert it with tools/dcp_to_hf.py (docs/CHECKPOINTS.md).\n"
+           "Exit status: 0, 1 error, 2 usage (or a DCP checkpoint), 3 non-finite loss (printed as null).\n");
 }
 
 int cmd_eval(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref", *logits_out = NULL, *precision = "fp32";
+    const char *config = NULL;
     int64_t T = 0, B = 8, max_batches = -1;
     const char *o;
     while ((o = argp_next(&p))) {
@@ -40,16 +46,22 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(o, "--backend")) backend = argp_value(&p);
         else if (!strcmp(o, "--logits-out")) logits_out = argp_value(&p);
         else if (!strcmp(o, "--precision")) precision = argp_value(&p);
+        else if (!strcmp(o, "--config")) config = argp_value(&p);
         else return argp_unknown(&p, o);
     }
     if (!model_dir || !data || T <= 0 || B <= 0)
         return cli_usage_error("eval", "--model, --data and a positive --seq-len are required");
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_usage_error("eval", "--precision must be fp32 or bf16 (got '%s')", precision);
+    if (dcp_is_checkpoint_dir(model_dir)) {  // the wrong kind of directory for --model: a usage error
+        dcp_refuse(model_dir);
+        cli_fail();
+        return 2;
+    }
     pt_backend *be = pt_backend_create(backend);
     if (!be) return cli_fail();
     qwen3_model m = {0};
-    if (hf_model_load(&m, model_dir, be) != 0 || qwen3_set_precision(&m, precision) != 0) {
+    if (hf_model_load_with_config(&m, model_dir, config, be) != 0 || qwen3_set_precision(&m, precision) != 0) {
         if (m.be) qwen3_free(&m);
         pt_backend_destroy(be);
         return cli_fail();

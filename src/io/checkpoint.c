@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "io/checkpoint.h"
+#include "io/dcp.h"
 #include "io/safetensors.h"
 #include "util/common.h"
 #include "util/fileio.h"
@@ -779,7 +780,8 @@ ckpt *ckpt_open(const char *dir) {
         return NULL;
     }
     if (!pt_file_exists(mp)) {
-        pt_set_error("%s: incomplete checkpoint (no checkpoint.json)", dir);
+        if (dcp_is_checkpoint_dir(dir)) dcp_refuse(dir);
+        else pt_set_error("%s: incomplete checkpoint (no checkpoint.json)", dir);
         free(mp);
         return NULL;
     }

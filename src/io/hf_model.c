@@ -1,4 +1,5 @@
 #include "io/hf_model.h"
+#include "io/dcp.h"
 #include "io/safetensors.h"
 #include "util/common.h"
 #include "util/fileio.h"
@@ -246,21 +247,85 @@ int hf_model_load_config(qwen3_config *cfg, const char *dir) {
         return -1;
     }
     char *cfgp = pt_path_join(dir, "config.json");
+    if (!pt_file_exists(cfgp) && dcp_is_checkpoint_dir(dir)) {
+        free(cfgp);
+        return dcp_refuse(dir);
+    }
     const int rc = qwen3_config_load(cfg, cfgp);
     free(cfgp);
     return rc;
+}
+
+// The config of a TorchTitan HF export laid out as tools/torchtitan_run.py lays out a run: the export is
+// DUMP/checkpoint/step-N (weights + model.safetensors.index.json, no config.json) and the run's
+// --hf-assets-path is DUMP/assets. TorchTitan records its assets path nowhere in the dump folder, so this
+// layout is the only one found without --config. NULL when DIR is not laid out so.
+static char *titan_assets_config(const char *dir) {
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    char *index = pt_path_join(dir, "model.safetensors.index.json");
+    const int export = strncmp(base, "step-", 5) == 0 && base[5] && strspn(base + 5, "0123456789") == strlen(base + 5)
+                       && pt_file_exists(index);
+    free(index);
+    if (!export) return NULL;
+    char *p = pt_path_join(dir, "../../assets/config.json");
+    if (pt_file_exists(p)) return p;
+    free(p);
+    return NULL;
+}
+
+char *hf_model_config_path(const char *dir, const char *config) {
+    if (!pt_is_dir(dir)) {
+        pt_set_error("%s: model directory not found", dir);
+        return NULL;
+    }
+    if (config) return pt_strdup(config);
+    char *p = pt_path_join(dir, "config.json");
+    if (pt_file_exists(p)) return p;
+    free(p);
+    if (dcp_is_checkpoint_dir(dir)) {
+        dcp_refuse(dir);
+        return NULL;
+    }
+    if ((p = titan_assets_config(dir))) {
+        pt_warn("%s has no config.json; using %s (the TorchTitan run's hf assets; --config FILE names another)", dir,
+                p);
+        return p;
+    }
+    pt_set_error("%s: no config.json (TorchTitan's HF export writes none); give the model's config with --config "
+                 "CONFIG.json (the run's hf_assets_path has it)", dir);
+    return NULL;
+}
+
+int hf_model_load_config_from(qwen3_config *cfg, const char *dir, const char *config) {
+    char *p = hf_model_config_path(dir, config);
+    if (!p) return -1;
+    const int rc = qwen3_config_load(cfg, p);
+    free(p);
+    return rc;
+}
+
+static int create_and_load(qwen3_model *m, const qwen3_config *cfg, const char *dir, pt_backend *be) {
+    if (qwen3_create(m, cfg, be) != 0) return -1;
+    if (hf_model_load_weights(m, dir) != 0) {
+        qwen3_free(m);
+        return -1;
+    }
+    return 0;
 }
 
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be) {
     memset(m, 0, sizeof *m);  // callers test m->be to know whether there is anything to free
     qwen3_config cfg;
     if (hf_model_load_config(&cfg, dir) != 0) return -1;
-    if (qwen3_create(m, &cfg, be) != 0) return -1;
-    if (hf_model_load_weights(m, dir) != 0) {
-        qwen3_free(m);
-        return -1;
-    }
-    return 0;
+    return create_and_load(m, &cfg, dir, be);
+}
+
+int hf_model_load_with_config(qwen3_model *m, const char *dir, const char *config, pt_backend *be) {
+    memset(m, 0, sizeof *m);
+    qwen3_config cfg;
+    if (hf_model_load_config_from(&cfg, dir, config) != 0) return -1;
+    return create_and_load(m, &cfg, dir, be);
 }
 
 // A weight file of an HF save: model.safetensors, its index, or a shard

@@ -11,8 +11,21 @@
 int hf_model_load(qwen3_model *m, const char *dir, pt_backend *be);
 // Loads weights from a model dir into an existing model (same config).
 int hf_model_load_weights(qwen3_model *m, const char *dir);
-// DIR/config.json alone (hf_model_load's first step: the directory must exist).
+// DIR/config.json alone (hf_model_load's first step: the directory must exist). A DCP checkpoint directory
+// (io/dcp.h) is refused in one line naming the converter.
 int hf_model_load_config(qwen3_config *cfg, const char *dir);
+// The config file of model dir DIR: `config` when not NULL (it overrides DIR/config.json), else
+// DIR/config.json, else, for a TorchTitan HF export (no config.json) in tools/torchtitan_run.py's layout
+// (DIR = DUMP/checkpoint/step-N with model.safetensors.index.json), DUMP/assets/config.json, said on stderr.
+// Otherwise NULL with the error set: a DCP directory is refused (io/dcp.h), anything else names --config.
+// Returns a malloc'd path.
+char *hf_model_config_path(const char *dir, const char *config);
+// hf_model_load_config with the config found by hf_model_config_path(dir, config).
+int hf_model_load_config_from(qwen3_config *cfg, const char *dir, const char *config);
+// hf_model_load with the config found by hf_model_config_path(dir, config) (config may be NULL). The
+// weights may be TorchTitan's export as it is: model-0000K-of-0000N.safetensors + index, HF names, no
+// lm_head.weight when the config ties it.
+int hf_model_load_with_config(qwen3_model *m, const char *dir, const char *config, pt_backend *be);
 
 // The weights of a model dir a block of rows at a time, with every check of hf_model_load_weights (the same
 // errors): for each tensor of layout->tensors, in that order (a model from qwen3_create or
