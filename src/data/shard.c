@@ -156,6 +156,8 @@ static bool file_is_raw_text(const char *path) {
     int32_t magic = 0;
     if (n >= 4) memcpy(&magic, b, 4);
     if (magic == PT_SHARD_MAGIC || !looks_like_text(b, n, cut)) return false;
+    // A .bin is named as a shard: its header error ("truncated shard header", ...) says more than this one.
+    if (has_suffix_ci(path, ".bin")) return false;
     // A data set index is JSON text too; even a broken one names its "format" (or is called dataset.json),
     // and its own error says more than this one.
     if (has_suffix_ci(path, ".json")) {
