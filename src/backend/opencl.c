@@ -841,6 +841,38 @@ int pt_opencl_probe(const char *suffix) {
     return find_device(suffix, &p, &d, &pi, &di);
 }
 
+static const pt_backend_ops opencl_ops = {
+    .alloc = ocl_alloc_fn,
+    .free = ocl_free_fn,
+    .upload = ocl_upload,
+    .download = ocl_download,
+    .copy = ocl_copy,
+    .zero = ocl_zero,
+    .synchronize = ocl_sync,
+    .destroy = ocl_destroy,
+    .embedding_forward = ocl_embedding_forward,
+    .embedding_backward = ocl_embedding_backward,
+    .matmul_forward = ocl_matmul_forward,
+    .matmul_backward = ocl_matmul_backward,
+    .rmsnorm_forward = ocl_rmsnorm_forward,
+    .rmsnorm_backward = ocl_rmsnorm_backward,
+    .rope_forward = ocl_rope_forward,
+    .rope_backward = ocl_rope_backward,
+    .attention_saved_floats = ocl_attention_saved_floats,
+    .attention_forward = ocl_attention_forward,
+    .attention_backward = ocl_attention_backward,
+    .swiglu_forward = ocl_swiglu_forward,
+    .swiglu_backward = ocl_swiglu_backward,
+    .add = ocl_add,
+    .lm_head_xent = ocl_lm_head_xent,
+    .sum_squares = ocl_sum_squares,
+    .scale = ocl_scale,
+    .adamw = ocl_adamw,
+    // bf16: rounding kernels only; the model runs the fp32 matmuls on bf16-exact operands
+    .round_bf16 = ocl_round_bf16,
+    .compile_stats = ocl_compile_stats,
+};
+
 pt_backend *pt_backend_opencl_create(const char *suffix) {
     cl_platform_id plat;
     cl_device_id dev;
@@ -922,35 +954,7 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
 
     be->name = "opencl";
     be->host_memory = false;
-    be->alloc = ocl_alloc_fn;
-    be->free = ocl_free_fn;
-    be->upload = ocl_upload;
-    be->download = ocl_download;
-    be->copy = ocl_copy;
-    be->zero = ocl_zero;
-    be->synchronize = ocl_sync;
-    be->destroy = ocl_destroy;
-    be->embedding_forward = ocl_embedding_forward;
-    be->embedding_backward = ocl_embedding_backward;
-    be->matmul_forward = ocl_matmul_forward;
-    be->matmul_backward = ocl_matmul_backward;
-    be->rmsnorm_forward = ocl_rmsnorm_forward;
-    be->rmsnorm_backward = ocl_rmsnorm_backward;
-    be->rope_forward = ocl_rope_forward;
-    be->rope_backward = ocl_rope_backward;
-    be->attention_saved_floats = ocl_attention_saved_floats;
-    be->attention_forward = ocl_attention_forward;
-    be->attention_backward = ocl_attention_backward;
-    be->swiglu_forward = ocl_swiglu_forward;
-    be->swiglu_backward = ocl_swiglu_backward;
-    be->add = ocl_add;
-    be->lm_head_xent = ocl_lm_head_xent;
-    be->sum_squares = ocl_sum_squares;
-    be->scale = ocl_scale;
-    be->adamw = ocl_adamw;
-    // bf16: rounding kernels only; the model runs the fp32 matmuls on bf16-exact operands
-    be->round_bf16 = ocl_round_bf16;
-    be->compile_stats = ocl_compile_stats;
+    be->ops = &opencl_ops;
     return be;
 }
 #endif  // PT_HAVE_OPENCL

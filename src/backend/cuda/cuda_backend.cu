@@ -55,7 +55,7 @@ extern "C" {
 
 extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix);
 extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f);
-extern "C" int PT_CUDA_PROBE(void);
+extern "C" int PT_CUDA_PROBE(const char *suffix);
 
 // loop unrolling for nvcc (the host compiler has no `#pragma unroll`)
 #if defined(__CUDACC__)
@@ -1258,6 +1258,41 @@ void describe(char *buf, size_t n, const cudaDeviceProp &p) {
 
 }  // namespace
 
+static const pt_backend_ops cuda_ops = {
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .synchronize = cu_sync,
+    .destroy = cu_destroy,
+    .embedding_forward = cu_embedding_forward,
+    .embedding_backward = cu_embedding_backward,
+    .matmul_forward = cu_matmul_forward,
+    .matmul_backward = cu_matmul_backward,
+    .rmsnorm_forward = cu_rmsnorm_forward,
+    .rmsnorm_backward = cu_rmsnorm_backward,
+    .rope_forward = cu_rope_forward,
+    .rope_backward = cu_rope_backward,
+    .attention_saved_floats = cu_attention_saved_floats,
+    .attention_forward = cu_attention_forward,
+    .attention_backward = cu_attention_backward,
+    .swiglu_forward = cu_swiglu_forward,
+    .swiglu_backward = cu_swiglu_backward,
+    .add = cu_add,
+    .lm_head_xent = cu_lm_head_xent,
+    .sum_squares = cu_sum_squares,
+    .scale = cu_scale,
+    .adamw = cu_adamw,
+    .round_bf16 = cu_round_bf16,
+    .pack_bf16 = cu_pack_bf16,
+    .matmul_forward_bf16 = cu_matmul_forward_bf16,
+    .matmul_backward_bf16 = cu_matmul_backward_bf16,
+    .lm_head_xent_bf16 = cu_lm_head_xent_bf16,
+    .compile_stats = NULL,  // C++ (-Wextra) wants every member named
+};
+
 // "cuda" (device = local rank modulo the device count) or "cuda:N".
 extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
     long want = -1;
@@ -1342,44 +1377,15 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
     be->name = PT_CUDA_NAME;
     be->host_memory = false;
     be->stream = (void *)s->stream;
-    be->alloc = cu_alloc;
-    be->free = cu_free;
-    be->upload = cu_upload;
-    be->download = cu_download;
-    be->copy = cu_copy;
-    be->zero = cu_zero;
-    be->synchronize = cu_sync;
-    be->destroy = cu_destroy;
-    be->embedding_forward = cu_embedding_forward;
-    be->embedding_backward = cu_embedding_backward;
-    be->matmul_forward = cu_matmul_forward;
-    be->matmul_backward = cu_matmul_backward;
-    be->rmsnorm_forward = cu_rmsnorm_forward;
-    be->rmsnorm_backward = cu_rmsnorm_backward;
-    be->rope_forward = cu_rope_forward;
-    be->rope_backward = cu_rope_backward;
-    be->attention_saved_floats = cu_attention_saved_floats;
-    be->attention_forward = cu_attention_forward;
-    be->attention_backward = cu_attention_backward;
-    be->swiglu_forward = cu_swiglu_forward;
-    be->swiglu_backward = cu_swiglu_backward;
-    be->add = cu_add;
-    be->lm_head_xent = cu_lm_head_xent;
-    be->sum_squares = cu_sum_squares;
-    be->scale = cu_scale;
-    be->adamw = cu_adamw;
-    be->round_bf16 = cu_round_bf16;
-    be->pack_bf16 = cu_pack_bf16;
-    be->matmul_forward_bf16 = cu_matmul_forward_bf16;
-    be->matmul_backward_bf16 = cu_matmul_backward_bf16;
-    be->lm_head_xent_bf16 = cu_lm_head_xent_bf16;
+    be->ops = &cuda_ops;
     return be;
 }
 
-// 0 when there is a device, else -1 with create's no-device error. Only
-// counts devices: no context is created (a probing parent process, e.g.
-// accept, must not hold one on a GPU that its children train on).
-extern "C" int PT_CUDA_PROBE(void) {
+// 0 when there is a device, else -1 with create's no-device error (the suffix
+// is create's to check). Only counts devices: no context is created (a probing
+// parent process, e.g. accept, must not hold one on a GPU that its children
+// train on).
+extern "C" int PT_CUDA_PROBE(const char *suffix) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaSuccess && count > 0) return 0;
