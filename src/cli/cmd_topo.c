@@ -230,7 +230,7 @@ int cmd_topo(int argc, char **argv) {
     pt_backend *be = pt_backend_create(backend);
     if (!be) { pt_plan_free(&plan); free(node); free(h); return cli_fail(); }
     const double act_b = (double)qwen3_activation_bytes(
-        &plan.local, B, S, be->attention_saved_floats(be, B, S, plan.local.num_attention_heads, plan.local.head_dim),
+        &plan.local, B, S, be->ops->attention_saved_floats(be, B, S, plan.local.num_attention_heads, plan.local.head_dim),
         ac_policy, ac_every);
     const bool device_memory = !be->host_memory;
     pt_backend_destroy(be);

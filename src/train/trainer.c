@@ -953,7 +953,7 @@ setup_done:
         }
         if (P) step_targets = (long)pt_parallel_data_sum(P, (double)step_targets);  // the global batch's
         if (P) pt_parallel_zero_grads(P);
-        else be->zero(be, mdl->grads, sizeof(real_t) * mdl->num_params);
+        else be->ops->zero(be, mdl->grads, sizeof(real_t) * mdl->num_params);
         double loss_sum = 0;
         const float scale = step_targets > 0 ? (float)(1.0 / (double)step_targets) : 0.0f;
         for (int mb = 0; mb < accum; mb++) {
@@ -1037,7 +1037,7 @@ setup_done:
                 pt_fault_after_update(step + 1, mdl);  // test-only nan:step=S:target=weights
             }
         }
-        be->synchronize(be);
+        be->ops->synchronize(be);
         const double dt = pt_now_s() - t0;
         // the global batch's rows that hold data ("hf" epochs: an epoch's last step may have empty rows)
         const long tokens = (long)pt_loader_last_real_rows(loader) * row_len;
@@ -1089,9 +1089,9 @@ setup_done:
         if (a->padded)
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"padding_fraction\": %.6f, \"row_len\": %d",
                            pt_loader_last_padding_fraction(loader), row_len);
-        if (be->compile_stats) {  // run-time kernel compilation so far (opencl): build time, cache, recompilations
+        if (be->ops->compile_stats) {  // run-time kernel compilation so far (opencl): build time, cache, recompilations
             pt_compile_stats cs;
-            be->compile_stats(be, &cs);
+            be->ops->compile_stats(be, &cs);
             rl += snprintf(rec + rl, sizeof rec - rl, ", \"compile_s\": %.6f, \"cache_hits\": %d, \"cache_misses\": %d, "
                            "\"recompilations\": %d", cs.compile_seconds, cs.cache_hits, cs.cache_misses, cs.recompilations);
         }
@@ -1185,7 +1185,7 @@ setup_done:
     }
     if (!P) {
         double ss = 0;
-        be->sum_squares(be, &ss, mdl->params, mdl->num_params);
+        be->ops->sum_squares(be, &ss, mdl->params, mdl->num_params);
         if (!isfinite(ss)) {
             pt_set_error("the final weights hold non-finite values (NaN/Inf); %s/model.safetensors not written",
                          a->output_dir);
@@ -1193,7 +1193,7 @@ setup_done:
             goto done;
         }
     }
-    if (rank == 0 && be->compile_stats && pt_manifest_add_compile(a->output_dir, be) != 0) goto done;  // platform.compile
+    if (rank == 0 && be->ops->compile_stats && pt_manifest_add_compile(a->output_dir, be) != 0) goto done;  // platform.compile
     if (P ? pt_parallel_save_hf(P, a->output_dir) : hf_model_save(mdl, a->output_dir, "float32", 0)) {
         collective_error = P != NULL;
         goto done;
