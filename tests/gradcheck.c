@@ -42,7 +42,7 @@ static void check(bool tied) {
     int32_t ids[10] = {1, 5, 7, 2, 9, 3, 3, 10, 0, 4};
     int32_t labels[10] = {5, 7, -100, 9, 6, 3, 10, 0, 4, 8};
     qwen3_alloc_grads(&m);
-    be->zero(be, m.grads, sizeof(real_t) * m.num_params);
+    be->ops->zero(be, m.grads, sizeof(real_t) * m.num_params);
     double ls;
     int nt;
     CHECK(qwen3_forward_backward(&m, ids, labels, B, T, 1.0f / 9, &ls, &nt) == 0, "%s", pt_last_error());

@@ -62,14 +62,14 @@ static void *put(const void *host, size_t bytes) {
     arena_used += 12;
     CHECK(arena_used + bytes <= arena_cap, "test arena too small");
     void *d = arena + arena_used;
-    if (host) dev->upload(dev, d, host, bytes);  // (NULL: room for a device-side result)
+    if (host) dev->ops->upload(dev, d, host, bytes);  // (NULL: room for a device-side result)
     arena_used += (bytes + 3) & ~(size_t)3;
     return d;
 }
 static float *putf(const float *h, size_t n) { return put(h, sizeof(float) * n); }
 static float *get(const float *d, size_t n) {  // fresh host copy of a device range
     float *h = pt_aligned_alloc(sizeof(float) * (n ? n : 1));
-    dev->download(dev, h, d, sizeof(float) * n);
+    dev->ops->download(dev, h, d, sizeof(float) * n);
     return h;
 }
 static void reset_arena(void) { arena_used = 0; }
@@ -83,10 +83,10 @@ static void check_matmul(int N, int C, int OC) {
     float *dx_init = test_dup(dx1, (size_t)N * C), *dw_init = test_dup(dw1, (size_t)OC * C);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dG = putf(g, (size_t)N * OC);
     float *dO = putf(o1, (size_t)N * OC), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, (size_t)OC * C);
-    ref->matmul_forward(ref, o1, x, w, N, C, OC);
-    dev->matmul_forward(dev, dO, dX, dW, N, C, OC);
-    ref->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
-    dev->matmul_backward(dev, dDX, dDW, dG, dX, dW, N, C, OC);
+    ref->ops->matmul_forward(ref, o1, x, w, N, C, OC);
+    dev->ops->matmul_forward(dev, dO, dX, dW, N, C, OC);
+    ref->ops->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
+    dev->ops->matmul_backward(dev, dDX, dDW, dG, dX, dW, N, C, OC);
     float *o2 = get(dO, (size_t)N * OC), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)OC * C);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d", N, C, OC);
@@ -97,7 +97,7 @@ static void check_matmul(int N, int C, int OC) {
     test_cmp(what, dw2, dw1, (size_t)OC * C, 1e-5);
     // dinp == NULL: dw only, dinp untouched
     float *dDX2 = putf(dx_init, (size_t)N * C), *dDW2 = putf(dw_init, (size_t)OC * C);
-    dev->matmul_backward(dev, NULL, dDW2, dG, dX, dW, N, C, OC);
+    dev->ops->matmul_backward(dev, NULL, dDW2, dG, dX, dW, N, C, OC);
     float *dx3 = get(dDX2, (size_t)N * C), *dw3 = get(dDW2, (size_t)OC * C);
     CHECK(!memcmp(dx3, dx_init, sizeof(float) * N * C), "matmul_backward with dinp NULL touched memory");
     CHECK(!memcmp(dw3, dw2, sizeof(float) * OC * C), "matmul_backward dw differs when dinp is NULL");
@@ -112,10 +112,10 @@ static void check_rmsnorm(int N, int C) {
     float *y1 = test_rnd((size_t)N * C, 1), *r1 = test_rnd(N, 1), *dx1 = test_rnd((size_t)N * C, 1), *dw1 = test_rnd(C, 1);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, C), *dG = putf(g, (size_t)N * C), *dY = putf(y1, (size_t)N * C),
           *dR = putf(r1, N), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, C);
-    ref->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
-    dev->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
-    ref->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
-    dev->rmsnorm_backward(dev, dDX, dDW, dG, dX, dW, dR, N, C);
+    ref->ops->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
+    dev->ops->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
+    ref->ops->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
+    dev->ops->rmsnorm_backward(dev, dDX, dDW, dG, dX, dW, dR, N, C);
     float *y2 = get(dY, (size_t)N * C), *r2 = get(dR, N), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, C);
     test_cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-6);
     test_cmp("rmsnorm_forward rstd", r2, r1, N, 1e-6);
@@ -132,16 +132,16 @@ static void check_rope(int B, int T, int NH, int D) {
     float *cs = test_rnd((size_t)T * D, 1), *sn = test_rnd((size_t)T * D, 1), *x = test_rnd(n, 1), *a = test_dup(x, n);
     float *dC = putf(cs, (size_t)T * D), *dS = putf(sn, (size_t)T * D), *dX = putf(x, n), *dA = putf(x, n);
     float *dB = putf(x, n);  // overwritten: initial contents irrelevant
-    ref->rope_forward(ref, a, a, cs, sn, B, T, NH, D);
-    dev->rope_forward(dev, dA, dA, dC, dS, B, T, NH, D);  // in place
-    dev->rope_forward(dev, dB, dX, dC, dS, B, T, NH, D);  // out of place
+    ref->ops->rope_forward(ref, a, a, cs, sn, B, T, NH, D);
+    dev->ops->rope_forward(dev, dA, dA, dC, dS, B, T, NH, D);  // in place
+    dev->ops->rope_forward(dev, dB, dX, dC, dS, B, T, NH, D);  // out of place
     float *r1 = get(dA, n), *r2 = get(dB, n);
     test_cmp("rope_forward in place", r1, a, n, 1e-6);
     test_cmp("rope_forward out of place", r2, a, n, 1e-6);
     memcpy(a, x, sizeof(float) * n);
-    dev->upload(dev, dA, x, sizeof(float) * n);
-    ref->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
-    dev->rope_backward(dev, dA, dA, dC, dS, B, T, NH, D);
+    dev->ops->upload(dev, dA, x, sizeof(float) * n);
+    ref->ops->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
+    dev->ops->rope_backward(dev, dA, dA, dC, dS, B, T, NH, D);
     float *r3 = get(dA, n);
     test_cmp("rope_backward in place", r3, a, n, 1e-6);
     pt_aligned_free(cs); pt_aligned_free(sn); pt_aligned_free(x); pt_aligned_free(a); pt_aligned_free(r1);
@@ -152,21 +152,21 @@ static void check_attention(int B, int T, int H, int KV, int D) {
     reset_arena();
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D;
     float *q = test_rnd(nq, 2), *k = test_rnd(nk, 2), *v = test_rnd(nk, 1), *go = test_rnd(nq, 1), *o1 = test_rnd(nq, 1);
-    float *s1 = test_rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
-    const size_t ns = dev->attention_saved_floats(dev, B, T, H, D);
+    float *s1 = test_rnd(ref->ops->attention_saved_floats(ref, B, T, H, D), 1);
+    const size_t ns = dev->ops->attention_saved_floats(dev, B, T, H, D);
     float *tmp = test_rnd(ns > nq ? ns : nq, 1);
     float *dQ = putf(q, nq), *dK = putf(k, nk), *dV = putf(v, nk), *dGO = putf(go, nq), *dO = putf(tmp, nq),
           *dS = putf(tmp, ns);
-    ref->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
-    dev->attention_forward(dev, dO, dS, dQ, dK, dV, B, T, H, KV, D);
+    ref->ops->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
+    dev->ops->attention_forward(dev, dO, dS, dQ, dK, dV, B, T, H, KV, D);
     float *o2 = get(dO, nq);
     char what[96];
     snprintf(what, sizeof what, "attention_forward B%d T%d H%d KV%d D%d", B, T, H, KV, D);
     test_cmp(what, o2, o1, nq, 1e-5);
     float *dq1 = test_rnd(nq, 1), *dk1 = test_rnd(nk, 1), *dv1 = test_rnd(nk, 1);
     float *dDQ = putf(tmp, nq), *dDK = putf(tmp, nk), *dDV = putf(tmp, nk);  // OVERWRITTEN: garbage in
-    ref->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
-    dev->attention_backward(dev, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, B, T, H, KV, D);
+    ref->ops->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
+    dev->ops->attention_backward(dev, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, B, T, H, KV, D);
     float *dq2 = get(dDQ, nq), *dk2 = get(dDK, nk), *dv2 = get(dDV, nk);
     snprintf(what, sizeof what, "attention_backward dq T%d D%d", T, D);
     test_cmp(what, dq2, dq1, nq, 1e-5);
@@ -184,36 +184,36 @@ static void check_elementwise(void) {
     const size_t n = 100003;  // several reduction blocks, odd tail
     float *g = test_rnd(n, 8), *u = test_rnd(n, 2), *d = test_rnd(n, 1), *a1 = test_rnd(n, 1), *b1 = test_rnd(n, 1);
     float *dG = putf(g, n), *dU = putf(u, n), *dD = putf(d, n), *dA = putf(a1, n), *dB = putf(b1, n);
-    ref->swiglu_forward(ref, a1, g, u, n);
-    dev->swiglu_forward(dev, dA, dG, dU, n);
+    ref->ops->swiglu_forward(ref, a1, g, u, n);
+    dev->ops->swiglu_forward(dev, dA, dG, dU, n);
     float *a2 = get(dA, n);
     test_cmp("swiglu_forward", a2, a1, n, 1e-6);
-    ref->swiglu_backward(ref, a1, b1, d, g, u, n);
-    dev->swiglu_backward(dev, dA, dB, dD, dG, dU, n);
+    ref->ops->swiglu_backward(ref, a1, b1, d, g, u, n);
+    dev->ops->swiglu_backward(dev, dA, dB, dD, dG, dU, n);
     float *a3 = get(dA, n), *b3 = get(dB, n);
     test_cmp("swiglu_backward dgate", a3, a1, n, 1e-6);
     test_cmp("swiglu_backward dup", b3, b1, n, 1e-6);
-    ref->add(ref, a1, g, u, n);
-    dev->add(dev, dA, dG, dU, n);
+    ref->ops->add(ref, a1, g, u, n);
+    dev->ops->add(dev, dA, dG, dU, n);
     float *a4 = get(dA, n);
     CHECK(!memcmp(a1, a4, sizeof(float) * n), "add differs");
     memcpy(a1, g, sizeof(float) * n);
-    ref->scale(ref, a1, 0.37f, n);
-    dev->copy(dev, dA, dG, sizeof(float) * n);
-    dev->scale(dev, dA, 0.37f, n);
+    ref->ops->scale(ref, a1, 0.37f, n);
+    dev->ops->copy(dev, dA, dG, sizeof(float) * n);
+    dev->ops->scale(dev, dA, 0.37f, n);
     float *a5 = get(dA, n);
     CHECK(!memcmp(a1, a5, sizeof(float) * n), "copy + scale differs");
     double s1, s2, s3;
-    ref->sum_squares(ref, &s1, g, n);
-    dev->sum_squares(dev, &s2, dG, n);
-    dev->sum_squares(dev, &s3, dG + 5, n - 7);  // a sub-range
-    ref->sum_squares(ref, &s1, g, n);
+    ref->ops->sum_squares(ref, &s1, g, n);
+    dev->ops->sum_squares(dev, &s2, dG, n);
+    dev->ops->sum_squares(dev, &s3, dG + 5, n - 7);  // a sub-range
+    ref->ops->sum_squares(ref, &s1, g, n);
     CHECK(fabs(s1 - s2) <= 1e-6 * s1, "sum_squares %.17g vs %.17g", s2, s1);
     double s4;
-    ref->sum_squares(ref, &s4, g + 5, n - 7);
+    ref->ops->sum_squares(ref, &s4, g + 5, n - 7);
     CHECK(fabs(s4 - s3) <= 1e-6 * s4, "sum_squares of a sub-range %.17g vs %.17g", s3, s4);
     // zero of a sub-range
-    dev->zero(dev, dA + 10, sizeof(float) * 20);
+    dev->ops->zero(dev, dA + 10, sizeof(float) * 20);
     float *a6 = get(dA, 40);
     int zok = a6[9] == a5[9] && a6[30] == a5[30];
     for (int i = 10; i < 30; i++) zok &= a6[i] == 0;
@@ -224,8 +224,8 @@ static void check_elementwise(void) {
     memset(v1, 0, sizeof(float) * n);
     float *dP = putf(p1, n), *dM = putf(m1, n), *dVv = putf(v1, n);
     for (int t = 1; t <= 3; t++) {
-        ref->adamw(ref, p1, d, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
-        dev->adamw(dev, dP, dD, dM, dVv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        ref->ops->adamw(ref, p1, d, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        dev->ops->adamw(dev, dP, dD, dM, dVv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
     }
     float *p2 = get(dP, n), *m2 = get(dM, n), *v2 = get(dVv, n);
     test_cmp("adamw params", p2, p1, n, 1e-6);
@@ -245,18 +245,18 @@ static void check_embedding(void) {
     float *wte = test_rnd((size_t)V * C, 1), *e1 = test_rnd((size_t)N * C, 1), *dw1 = test_rnd((size_t)V * C, 1);
     float *dW = putf(wte, (size_t)V * C), *dE = putf(e1, (size_t)N * C), *dDW = putf(dw1, (size_t)V * C);
     int32_t *dI = put(ids, sizeof ids);
-    ref->embedding_forward(ref, e1, ids, wte, N, C);
-    dev->embedding_forward(dev, dE, dI, dW, N, C);
+    ref->ops->embedding_forward(ref, e1, ids, wte, N, C);
+    dev->ops->embedding_forward(dev, dE, dI, dW, N, C);
     float *e2 = get(dE, (size_t)N * C);
     CHECK(!memcmp(e1, e2, sizeof(float) * N * C), "embedding_forward differs");
-    ref->embedding_backward(ref, dw1, e1, ids, N, C);
-    dev->embedding_backward(dev, dDW, dE, dI, N, C);
+    ref->ops->embedding_backward(ref, dw1, e1, ids, N, C);
+    dev->ops->embedding_backward(dev, dDW, dE, dI, N, C);
     float *dw2 = get(dDW, (size_t)V * C);
     CHECK(!memcmp(dw1, dw2, sizeof(float) * V * C), "embedding_backward differs");
     // ids < 0: not in this vocabulary shard (tensor parallel): zero row, no gradient
     int32_t sid[4] = {3, -1, 5, -7};
     int32_t *dSI = put(sid, sizeof sid);
-    dev->embedding_forward(dev, dE, dSI, dW, 4, C);
+    dev->ops->embedding_forward(dev, dE, dSI, dW, 4, C);
     float *e3 = get(dE, (size_t)4 * C);
     int ok = !memcmp(e3, wte + 3 * C, sizeof(float) * C) && !memcmp(e3 + 2 * C, wte + 5 * C, sizeof(float) * C);
     for (int c = 0; c < C; c++) ok &= e3[C + c] == 0 && e3[3 * C + c] == 0;
@@ -266,7 +266,7 @@ static void check_embedding(void) {
         want[3 * C + c] += e3[c];
         want[5 * C + c] += e3[2 * C + c];
     }
-    dev->embedding_backward(dev, dDW, dE, dSI, 4, C);
+    dev->ops->embedding_backward(dev, dDW, dE, dSI, 4, C);
     float *dw3 = get(dDW, (size_t)V * C);
     CHECK(!memcmp(dw3, want, sizeof(float) * V * C), "embedding_backward with ids < 0: want those rows skipped");
     pt_aligned_free(wte); pt_aligned_free(e1); pt_aligned_free(e2); pt_aligned_free(e3); pt_aligned_free(dw1);
@@ -310,9 +310,9 @@ static void check_xent(int N, int C, int V) {
     const float scale = c.scale;
     float *dx1 = c.dx, *dw1 = c.dw;
     double l1, l2, l3;
-    ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, scale);
-    dev->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, scale);
-    dev->lm_head_xent(dev, &l3, NULL, NULL, c.dX, c.dW, c.dT, N, C, V, 0.0f);
+    ref->ops->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, scale);
+    dev->ops->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, scale);
+    dev->ops->lm_head_xent(dev, &l3, NULL, NULL, c.dX, c.dW, c.dT, N, C, V, 0.0f);
     printf("lm_head_xent N=%d C=%d V=%d: loss %.10f (cpu-ref %.10f)\n", N, C, V, l2, l1);
     CHECK(fabs(l2 - l1) <= 1e-6 * fabs(l1), "xent loss %.10f vs %.10f", l2, l1);
     CHECK(l3 == l2, "xent forward-only loss %.17g differs from training loss %.17g", l3, l2);
@@ -380,10 +380,10 @@ static void check_round_bf16(void) {
         x[i] = bits_to_float(u);
     }
     float *want = pt_aligned_alloc(sizeof(float) * n);
-    ref->round_bf16(ref, want, x, n);
+    ref->ops->round_bf16(ref, want, x, n);
     float *dX = putf(x, n), *dY = putf(x, n);
-    dev->round_bf16(dev, dY, dX, n);  // out of place
-    dev->round_bf16(dev, dX, dX, n);  // in place
+    dev->ops->round_bf16(dev, dY, dX, n);  // out of place
+    dev->ops->round_bf16(dev, dX, dX, n);  // in place
     float *y = get(dY, n), *z = get(dX, n);
     CHECK(!memcmp(y, want, sizeof(float) * n), "round_bf16 (out of place) differs bitwise from cpu-ref");
     CHECK(!memcmp(z, want, sizeof(float) * n), "round_bf16 (in place) differs bitwise from cpu-ref");
@@ -422,8 +422,8 @@ static void check_bf16_kernels(void) {
         const size_t n = 100003;
         float *g = rnd_bf16(n, 8), *u = rnd_bf16(n, 2), *want = test_rnd(n, 1);
         float *dG = putf(g, n), *dU = putf(u, n), *dO = putf(want, n);
-        ref->swiglu_forward(ref, want, g, u, n);
-        dev->swiglu_forward(dev, dO, dG, dU, n);
+        ref->ops->swiglu_forward(ref, want, g, u, n);
+        dev->ops->swiglu_forward(dev, dO, dG, dU, n);
         float *got = get(dO, n);
         diff = bf16_mismatches(got, want, n, &ulps);
         printf("bf16 swiglu_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps)\n", diff, n, ulps);
@@ -436,8 +436,8 @@ static void check_bf16_kernels(void) {
         const size_t n = (size_t)B * T * NH * D;
         float *cs = rnd_bf16((size_t)T * D, 1), *sn = rnd_bf16((size_t)T * D, 1), *x = rnd_bf16(n, 3);
         float *dC = putf(cs, (size_t)T * D), *dS = putf(sn, (size_t)T * D), *dX = putf(x, n);
-        ref->rope_forward(ref, x, x, cs, sn, B, T, NH, D);
-        dev->rope_forward(dev, dX, dX, dC, dS, B, T, NH, D);
+        ref->ops->rope_forward(ref, x, x, cs, sn, B, T, NH, D);
+        dev->ops->rope_forward(dev, dX, dX, dC, dS, B, T, NH, D);
         float *got = get(dX, n);
         diff = bf16_mismatches(got, x, n, &ulps);
         printf("bf16 rope_forward: %zu of %zu differ from cpu-ref (max %ld bf16 ulps)\n", diff, n, ulps);
@@ -450,8 +450,8 @@ static void check_bf16_kernels(void) {
         const size_t n = (size_t)N * C;
         float *x = rnd_bf16(n, 2), *w = rnd_bf16(C, 1), *y = test_rnd(n, 1), *r = test_rnd(N, 1);
         float *dX = putf(x, n), *dW = putf(w, C), *dY = putf(y, n), *dR = putf(r, N);
-        ref->rmsnorm_forward(ref, y, r, x, w, N, C, 1e-6f);
-        dev->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
+        ref->ops->rmsnorm_forward(ref, y, r, x, w, N, C, 1e-6f);
+        dev->ops->rmsnorm_forward(dev, dY, dR, dX, dW, N, C, 1e-6f);
         float *got = get(dY, n), *rg = get(dR, N);
         int rows_rstd_differ = 0, rows_same_rstd_differ = 0;
         long worst = 0;
@@ -477,12 +477,12 @@ static void check_bf16_kernels(void) {
         xent_case c = xent_case_new(N, C, V, rnd_bf16);
         float *dx1 = c.dx, *dw1 = c.dw;
         double l1, l2, l_fp32;
-        ref->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, c.scale);
-        dev->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, c.scale);
+        ref->ops->lm_head_xent(ref, &l1, dx1, dw1, c.x, c.w, c.tg, N, C, V, c.scale);
+        dev->ops->lm_head_xent(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, c.dT, N, C, V, c.scale);
         // cpu-ref without the casts: how far bf16 itself moves the results
         float *dx_fp32 = test_rnd((size_t)N * C, 1), *dw_fp32 = test_rnd((size_t)V * C, 0.1f);
         ref->bf16_casts = false;
-        ref->lm_head_xent(ref, &l_fp32, dx_fp32, dw_fp32, c.x, c.w, c.tg, N, C, V, c.scale);
+        ref->ops->lm_head_xent(ref, &l_fp32, dx_fp32, dw_fp32, c.x, c.w, c.tg, N, C, V, c.scale);
         ref->bf16_casts = true;
         float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
         const double rel = fabs(l2 - l1) / fabs(l1), rel_bf16 = fabs(l1 - l_fp32) / fabs(l_fp32);
@@ -509,7 +509,7 @@ static float *ref_fp32_grads(const char *dir, const int32_t *ids, const int32_t 
     qwen3_model m;
     CHECK(hf_model_load(&m, dir, ref) == 0, "%s", pt_last_error());
     qwen3_alloc_grads(&m);
-    ref->zero(ref, m.grads, sizeof(float) * m.num_params);
+    ref->ops->zero(ref, m.grads, sizeof(float) * m.num_params);
     double loss;
     int n;
     CHECK(qwen3_forward_backward(&m, ids, lab, B, T, 1.0f / (B * T), &loss, &n) == 0, "%s", pt_last_error());
@@ -542,8 +542,8 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     int nr, nc;
     qwen3_alloc_grads(&mr);
     qwen3_alloc_grads(&mc);
-    ref->zero(ref, mr.grads, sizeof(float) * mr.num_params);
-    dev->zero(dev, mc.grads, sizeof(float) * mc.num_params);
+    ref->ops->zero(ref, mr.grads, sizeof(float) * mr.num_params);
+    dev->ops->zero(dev, mc.grads, sizeof(float) * mc.num_params);
     CHECK(qwen3_forward_backward(&mr, ids, lab, B, T, 1.0f / N, &lr_, &nr) == 0, "%s", pt_last_error());
     CHECK(qwen3_forward_backward(&mc, ids, lab, B, T, 1.0f / N, &lc, &nc) == 0, "%s", pt_last_error());
     CHECK(qwen3_forward(&mc, ids, lab, B, T, &lf, &nc, NULL) == 0, "%s", pt_last_error());
@@ -552,7 +552,7 @@ static void check_model_grads(const char *name, const char *dir, int B, int T, c
     CHECK(rel <= loss_tol, "[%s] step-0 loss relative difference %.3e > %.0e", name, rel, loss_tol);
     CHECK(lf == lc, "[%s] forward-only loss differs from forward_backward", name);
     float *g = pt_aligned_alloc(sizeof(float) * mc.num_params);
-    dev->download(dev, g, mc.grads, sizeof(float) * mc.num_params);
+    dev->ops->download(dev, g, mc.grads, sizeof(float) * mc.num_params);
     double worst = 0, least_bf16_effect = INFINITY, worst_ratio = 0;
     const char *worst_name = "", *worst_ratio_name = "";
     for (int i = 0; i < mr.num_tensors; i++) {
@@ -647,15 +647,15 @@ static pt_compile_stats cycle(const char *what) {
     CHECK(be != NULL, "%s: %s", what, pt_last_error());
     pt_compile_stats cs = {0};
     if (!be) return cs;
-    float *buf = be->alloc(be, sizeof(float) * 4 * 8 * 16 * 2);
-    be->rope_forward(be, buf, buf, buf, buf, 1, 8, 1, 16);  // builds the (T=8, D=16) program
-    be->rope_forward(be, buf, buf, buf, buf, 1, 4, 1, 16);  // (T=4): a recompilation
-    be->rope_forward(be, buf, buf, buf, buf, 1, 8, 1, 16);  // (T=8) again: in memory, no build
-    be->synchronize(be);
-    be->compile_stats(be, &cs);
+    float *buf = be->ops->alloc(be, sizeof(float) * 4 * 8 * 16 * 2);
+    be->ops->rope_forward(be, buf, buf, buf, buf, 1, 8, 1, 16);  // builds the (T=8, D=16) program
+    be->ops->rope_forward(be, buf, buf, buf, buf, 1, 4, 1, 16);  // (T=4): a recompilation
+    be->ops->rope_forward(be, buf, buf, buf, buf, 1, 8, 1, 16);  // (T=8) again: in memory, no build
+    be->ops->synchronize(be);
+    be->ops->compile_stats(be, &cs);
     printf("%s: compile %.3f s, cache hits %d, misses %d, recompilations %d\n", what, cs.compile_seconds,
            cs.cache_hits, cs.cache_misses, cs.recompilations);
-    be->free(be, buf);
+    be->ops->free(be, buf);
     pt_backend_destroy(be);
     return cs;
 }
@@ -698,16 +698,16 @@ static void check_tf32(int N, int C, int OC) {
     reset_arena();
     float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)OC * C, 0.5f), *o1 = test_rnd((size_t)N * OC, 1);
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dO = putf(o1, (size_t)N * OC);
-    ref->matmul_forward(ref, o1, x, w, N, C, OC);
+    ref->ops->matmul_forward(ref, o1, x, w, N, C, OC);
     dev->tf32 = true;
-    dev->matmul_forward(dev, dO, dX, dW, N, C, OC);
+    dev->ops->matmul_forward(dev, dO, dX, dW, N, C, OC);
     dev->tf32 = false;
     float *o2 = get(dO, (size_t)N * OC);
     const double e = test_relmax(o2, o1, (size_t)N * OC);
     printf("tf32 matmul_forward %dx%dx%d: relative-to-max difference to fp32 cpu-ref %.3e\n", N, C, OC, e);
     CHECK(e > 1e-6, "tf32 matmul_forward equals fp32 to %.3e: the tf32 switch has no effect", e);
     CHECK(e <= 1e-2, "tf32 matmul_forward: relative-to-max %.3e > 1e-2", e);
-    dev->matmul_forward(dev, dO, dX, dW, N, C, OC);  // and off again: fp32
+    dev->ops->matmul_forward(dev, dO, dX, dW, N, C, OC);  // and off again: fp32
     float *o3 = get(dO, (size_t)N * OC);
     CHECK(test_relmax(o3, o1, (size_t)N * OC) <= 1e-5, "matmul_forward after tf32 is switched off is not fp32");
     pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(o1); pt_aligned_free(o2); pt_aligned_free(o3);
@@ -724,7 +724,7 @@ static void check_xent_chunks(int rows) {
     unsetenv("PT_CUDA_XENT_ROWS");
     CHECK(dev != NULL, "%s with PT_CUDA_XENT_ROWS=%d: %s", spec, rows, pt_last_error());
     if (dev) {
-        arena = dev->alloc(dev, arena_cap);
+        arena = dev->ops->alloc(dev, arena_cap);
         printf("lm_head chunks of %d rows:\n", rows);
         check_xent(2 * rows + 3, 40, 700);
         check_xent(rows, 24, 300);
@@ -734,10 +734,10 @@ static void check_xent_chunks(int rows) {
             ref->bf16_casts = dev->bf16_casts = true;
             xent_case c = xent_case_new(N, C, V, rnd_bf16);
             uint16_t *w16 = put(NULL, sizeof(uint16_t) * V * C);
-            dev->pack_bf16(dev, w16, c.dW, (size_t)V * C);
+            dev->ops->pack_bf16(dev, w16, c.dW, (size_t)V * C);
             double l1, l2;
-            ref->lm_head_xent(ref, &l1, c.dx, c.dw, c.x, c.w, c.tg, N, C, V, c.scale);
-            dev->lm_head_xent_bf16(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, w16, c.dT, N, C, V, c.scale);
+            ref->ops->lm_head_xent(ref, &l1, c.dx, c.dw, c.x, c.w, c.tg, N, C, V, c.scale);
+            dev->ops->lm_head_xent_bf16(dev, &l2, c.dDX, c.dDW, c.dX, c.dW, w16, c.dT, N, C, V, c.scale);
             float *dx2 = get(c.dDX, (size_t)N * C), *dw2 = get(c.dDW, (size_t)V * C);
             const double rel = fabs(l2 - l1) / fabs(l1), edx = test_relmax(dx2, c.dx, (size_t)N * C),
                          edw = test_relmax(dw2, c.dw, (size_t)V * C);
@@ -749,7 +749,7 @@ static void check_xent_chunks(int rows) {
             xent_case_free(&c);
             pt_aligned_free(dx2); pt_aligned_free(dw2);
         }
-        dev->free(dev, arena);
+        dev->ops->free(dev, arena);
         pt_backend_destroy(dev);
     }
     dev = whole;
@@ -766,16 +766,16 @@ static void check_matmul_bf16(int N, int C, int OC) {
     float *dX = putf(x, (size_t)N * C), *dW = putf(w, (size_t)OC * C), *dG = putf(g, (size_t)N * OC);
     float *dO = putf(o1, (size_t)N * OC), *dDX = putf(dx1, (size_t)N * C), *dDW = putf(dw1, (size_t)OC * C);
     uint16_t *w16 = put(NULL, sizeof(uint16_t) * OC * C);
-    dev->pack_bf16(dev, w16, dW, (size_t)OC * C);
+    dev->ops->pack_bf16(dev, w16, dW, (size_t)OC * C);
     uint16_t *h16 = pt_malloc(sizeof(uint16_t) * OC * C);
-    dev->download(dev, h16, w16, sizeof(uint16_t) * OC * C);
+    dev->ops->download(dev, h16, w16, sizeof(uint16_t) * OC * C);
     size_t bad = 0;
     for (size_t i = 0; i < (size_t)OC * C; i++) bad += h16[i] != pt_float_to_bf16(w[i]);
     CHECK(bad == 0, "pack_bf16: %zu of %d values are not the bf16 bits of util/bf16.h", bad, OC * C);
-    ref->matmul_forward(ref, o1, x, w, N, C, OC);
-    dev->matmul_forward_bf16(dev, dO, dX, dW, w16, N, C, OC);
-    ref->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
-    dev->matmul_backward_bf16(dev, dDX, dDW, dG, dX, dW, w16, N, C, OC);
+    ref->ops->matmul_forward(ref, o1, x, w, N, C, OC);
+    dev->ops->matmul_forward_bf16(dev, dO, dX, dW, w16, N, C, OC);
+    ref->ops->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
+    dev->ops->matmul_backward_bf16(dev, dDX, dDW, dG, dX, dW, w16, N, C, OC);
     float *o2 = get(dO, (size_t)N * OC), *dx2 = get(dDX, (size_t)N * C), *dw2 = get(dDW, (size_t)OC * C);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward_bf16 %dx%dx%d", N, C, OC);
@@ -819,16 +819,16 @@ int main(int argc, char **argv) {
     CHECK(!dev->host_memory, "%s must not claim host memory", spec);
     if (is_opencl) {
         pt_compile_stats cs;
-        dev->compile_stats(dev, &cs);
+        dev->ops->compile_stats(dev, &cs);
         printf("base program: %.3f s (%s)\n", cs.compile_seconds, cs.cache_hits ? "cache" : "built");
     }
     if (is_cuda) {
         CHECK(dev->stream != NULL, "%s: be->stream (the cudaStream_t) is not set", spec);
-        CHECK(dev->pack_bf16 && dev->matmul_forward_bf16 && dev->matmul_backward_bf16 && dev->lm_head_xent_bf16,
+        CHECK(dev->ops->pack_bf16 && dev->ops->matmul_forward_bf16 && dev->ops->matmul_backward_bf16 && dev->ops->lm_head_xent_bf16,
               "%s: the packed bf16 path is missing", spec);
     }
     arena_cap = 64u << 20;
-    arena = dev->alloc(dev, arena_cap);
+    arena = dev->ops->alloc(dev, arena_cap);
     float *z = get((float *)arena, 1 << 20);
     int nz = 1;
     for (size_t i = 0; i < (1u << 20); i++) nz &= z[i] == 0;
@@ -866,7 +866,7 @@ int main(int argc, char **argv) {
         check_matmul_bf16(1, 5, 3);
         check_tf32(64, 256, 96);
     }
-    dev->free(dev, arena);
+    dev->ops->free(dev, arena);
     if (is_opencl) {  // the local-memory tiled GEMM (PT_OPENCL_GEMM=tiled) on the same shapes, odd tiles
         setenv("PT_OPENCL_GEMM", "tiled", 1);
         setenv("PT_OPENCL_GEMM_TILE", "16,32,8,2,4", 1);
@@ -875,11 +875,11 @@ int main(int argc, char **argv) {
         dev = pt_backend_create("opencl");
         CHECK(dev != NULL, "opencl with the tiled GEMM: %s", pt_last_error());
         if (dev) {
-            arena = dev->alloc(dev, arena_cap);
+            arena = dev->ops->alloc(dev, arena_cap);
             check_matmul(37, 70, 130);
             check_matmul(1, 5, 3);
             check_xent(300, 40, 3000);
-            dev->free(dev, arena);
+            dev->ops->free(dev, arena);
             pt_backend_destroy(dev);
         }
         dev = fast;

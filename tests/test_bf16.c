@@ -25,13 +25,13 @@ static float frand(void) {  // uniform [-1, 1)
 
 // Backend buffer from host floats, and back.
 static float *up(pt_backend *be, const float *h, size_t n) {
-    float *d = be->alloc(be, sizeof(float) * n);
-    be->upload(be, d, h, sizeof(float) * n);
+    float *d = be->ops->alloc(be, sizeof(float) * n);
+    be->ops->upload(be, d, h, sizeof(float) * n);
     return d;
 }
 static float *down(pt_backend *be, const float *d, size_t n) {
     float *h = malloc(sizeof(float) * n);
-    be->download(be, h, d, sizeof(float) * n);
+    be->ops->download(be, h, d, sizeof(float) * n);
     return h;
 }
 
@@ -52,8 +52,8 @@ static double max_bf16_ulps(const float *a, const float *b, size_t n) {
 static void check_round(const char *spec) {
     pt_backend *be = pt_backend_create(spec);
     if (!be) return;
-    CHECK(be->round_bf16 != NULL, "%s has no round_bf16", spec);
-    if (!be->round_bf16) return;
+    CHECK(be->ops->round_bf16 != NULL, "%s has no round_bf16", spec);
+    if (!be->ops->round_bf16) return;
     // Specials, exact ties (round to even both ways), the largest finite values,
     // denormals, then random values across exponents.
     const uint32_t special[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80c000u, 0x3f807fffu,
@@ -64,7 +64,7 @@ static void check_round(const char *spec) {
     for (size_t i = 0; i < ns; i++) h[i] = bits_to_float(special[i]);
     for (size_t i = ns; i < n; i++) h[i] = ldexpf(frand(), (int)(frand() * 60));
     float *d = up(be, h, n);
-    be->round_bf16(be, d, d, n);  // in place (dst == src is allowed)
+    be->ops->round_bf16(be, d, d, n);  // in place (dst == src is allowed)
     float *got = down(be, d, n);
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -81,18 +81,18 @@ static void check_round(const char *spec) {
     CHECK(float_bits(pt_round_bf16(bits_to_float(0x3f818000u))) == 0x3f820000u, "tie to even (up)");
     CHECK(isnan(pt_round_bf16(bits_to_float(0x7f800001u))), "signalling NaN stays NaN");
     CHECK(float_bits(pt_round_bf16(bits_to_float(0x7f7fffffu))) == 0x7f800000u, "FLT_MAX rounds to inf");
-    if (be->pack_bf16) {
-        uint16_t *p16 = be->alloc(be, sizeof(uint16_t) * n), *hp = malloc(sizeof(uint16_t) * n);
-        be->pack_bf16(be, p16, d, n);
-        be->download(be, hp, p16, sizeof(uint16_t) * n);
+    if (be->ops->pack_bf16) {
+        uint16_t *p16 = be->ops->alloc(be, sizeof(uint16_t) * n), *hp = malloc(sizeof(uint16_t) * n);
+        be->ops->pack_bf16(be, p16, d, n);
+        be->ops->download(be, hp, p16, sizeof(uint16_t) * n);
         int pbad = 0;
         for (size_t i = 0; i < n; i++) pbad += !isnan(got[i]) && hp[i] != pt_float_to_bf16(got[i]);
         CHECK(pbad == 0, "%s: pack_bf16 differs from the bf16 bits in %d places", spec, pbad);
-        be->free(be, p16);
+        be->ops->free(be, p16);
         free(hp);
     }
     printf("[%s] round_bf16: %zu values bitwise as pt_round_bf16\n", spec, n);
-    be->free(be, d);
+    be->ops->free(be, d);
     free(h);
     free(got);
     pt_backend_destroy(be);
@@ -123,15 +123,15 @@ static void check_casts_cpu(void) {
     for (int k = 0; k < 2; k++) {
         pt_backend *be = bes[k];
         float *dx = up(be, x, nx), *dw = up(be, w, C), *dc = up(be, cs, (size_t)T * D), *ds = up(be, sn, (size_t)T * D);
-        float *o = be->alloc(be, sizeof(float) * nx), *r = be->alloc(be, sizeof(float) * nx);
-        be->rmsnorm_forward(be, o, r, dx, dw, (int)(nx / C), C, 1e-6f);
+        float *o = be->ops->alloc(be, sizeof(float) * nx), *r = be->ops->alloc(be, sizeof(float) * nx);
+        be->ops->rmsnorm_forward(be, o, r, dx, dw, (int)(nx / C), C, 1e-6f);
         outs[k][0] = down(be, o, nx);
-        be->rope_forward(be, o, dx, dc, ds, B, T, NH, D);
+        be->ops->rope_forward(be, o, dx, dc, ds, B, T, NH, D);
         outs[k][1] = down(be, o, nx);
-        be->swiglu_forward(be, o, dx, dc, (size_t)T * D);  // any two bf16 tensors
+        be->ops->swiglu_forward(be, o, dx, dc, (size_t)T * D);  // any two bf16 tensors
         outs[k][2] = down(be, o, (size_t)T * D);
         void *bufs[] = {dx, dw, dc, ds, o, r};
-        for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->free(be, bufs[i]);
+        for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->ops->free(be, bufs[i]);
     }
     const char *names[3] = {"rmsnorm_forward", "rope_forward", "swiglu_forward"};
     const size_t lens[3] = {nx, nx, (size_t)T * D};
@@ -163,21 +163,21 @@ static void check_casts_cpu(void) {
     for (int k = 0; k < 3; k++) {
         pt_backend *be = k ? cpu : ref;
         float *di = up(be, inp, (size_t)NR * C), *dwv = up(be, wv, (size_t)V * C);
-        float *gx = be->alloc(be, sizeof(float) * NR * C), *gw = be->alloc(be, sizeof(float) * (size_t)V * C);
-        int32_t *dt = be->alloc(be, sizeof tg);
-        be->upload(be, dt, tg, sizeof tg);
-        if (k == 2 && be->lm_head_xent_bf16) {
-            uint16_t *w16 = be->alloc(be, sizeof(uint16_t) * (size_t)V * C);
-            be->pack_bf16(be, w16, dwv, (size_t)V * C);
-            be->lm_head_xent_bf16(be, &loss[k], gx, gw, di, dwv, w16, dt, NR, C, V, 1.0f / 34);
-            be->free(be, w16);
+        float *gx = be->ops->alloc(be, sizeof(float) * NR * C), *gw = be->ops->alloc(be, sizeof(float) * (size_t)V * C);
+        int32_t *dt = be->ops->alloc(be, sizeof tg);
+        be->ops->upload(be, dt, tg, sizeof tg);
+        if (k == 2 && be->ops->lm_head_xent_bf16) {
+            uint16_t *w16 = be->ops->alloc(be, sizeof(uint16_t) * (size_t)V * C);
+            be->ops->pack_bf16(be, w16, dwv, (size_t)V * C);
+            be->ops->lm_head_xent_bf16(be, &loss[k], gx, gw, di, dwv, w16, dt, NR, C, V, 1.0f / 34);
+            be->ops->free(be, w16);
         } else {
-            be->lm_head_xent(be, &loss[k], gx, gw, di, dwv, dt, NR, C, V, 1.0f / 34);
+            be->ops->lm_head_xent(be, &loss[k], gx, gw, di, dwv, dt, NR, C, V, 1.0f / 34);
         }
         dxs[k] = down(be, gx, (size_t)NR * C);
         dws[k] = down(be, gw, (size_t)V * C);
         void *bufs[] = {di, dwv, gx, gw, dt};
-        for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->free(be, bufs[i]);
+        for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->ops->free(be, bufs[i]);
     }
     for (int k = 1; k < 3; k++) {
         const char *path = k == 1 ? "sgemm" : "packed bf16";
@@ -208,14 +208,14 @@ static void check_casts_cpu(void) {
         pt_backend *be = ref;
         be->bf16_casts = false;
         float *di = up(be, inp, (size_t)NR * C), *dwv = up(be, wv, (size_t)V * C);
-        int32_t *dt = be->alloc(be, sizeof tg);
-        be->upload(be, dt, tg, sizeof tg);
+        int32_t *dt = be->ops->alloc(be, sizeof tg);
+        be->ops->upload(be, dt, tg, sizeof tg);
         double l32;
-        be->lm_head_xent(be, &l32, NULL, NULL, di, dwv, dt, NR, C, V, 0);
+        be->ops->lm_head_xent(be, &l32, NULL, NULL, di, dwv, dt, NR, C, V, 0);
         CHECK(l32 != loss[0], "bf16 logits changed nothing (loss %.9g both)", l32);
-        be->free(be, di);
-        be->free(be, dwv);
-        be->free(be, dt);
+        be->ops->free(be, di);
+        be->ops->free(be, dwv);
+        be->ops->free(be, dt);
     }
     free(inp);
     free(wv);

@@ -32,15 +32,15 @@ static pt_backend *ref, *cpu;
 static void check_matmul(int N, int C, int OC) {
     float *x = test_rnd((size_t)N * C, 1), *w = test_rnd((size_t)OC * C, 0.5f), *g = test_rnd((size_t)N * OC, 1);
     float *o1 = test_rnd((size_t)N * OC, 1), *o2 = test_dup(o1, (size_t)N * OC);
-    ref->matmul_forward(ref, o1, x, w, N, C, OC);
-    cpu->matmul_forward(cpu, o2, x, w, N, C, OC);
+    ref->ops->matmul_forward(ref, o1, x, w, N, C, OC);
+    cpu->ops->matmul_forward(cpu, o2, x, w, N, C, OC);
     char what[96];
     snprintf(what, sizeof what, "matmul_forward %dx%dx%d", N, C, OC);
     test_cmp(what, o2, o1, (size_t)N * OC, 1e-5);
     float *dx1 = test_rnd((size_t)N * C, 1), *dx2 = test_dup(dx1, (size_t)N * C);
     float *dw1 = test_rnd((size_t)OC * C, 1), *dw2 = test_dup(dw1, (size_t)OC * C);
-    ref->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
-    cpu->matmul_backward(cpu, dx2, dw2, g, x, w, N, C, OC);
+    ref->ops->matmul_backward(ref, dx1, dw1, g, x, w, N, C, OC);
+    cpu->ops->matmul_backward(cpu, dx2, dw2, g, x, w, N, C, OC);
     snprintf(what, sizeof what, "matmul_backward dinp %dx%dx%d", N, C, OC);
     test_cmp(what, dx2, dx1, (size_t)N * C, 1e-5);
     snprintf(what, sizeof what, "matmul_backward dw %dx%dx%d", N, C, OC);
@@ -49,11 +49,11 @@ static void check_matmul(int N, int C, int OC) {
     float *o4 = test_dup(o2, (size_t)N * OC);
     float *dw3 = test_rnd((size_t)OC * C, 1), *dw4 = test_dup(dw3, (size_t)OC * C), *dx3 = test_rnd((size_t)N * C, 1),
           *dx4 = test_dup(dx3, (size_t)N * C);
-    cpu->matmul_backward(cpu, dx3, dw3, g, x, w, N, C, OC);
+    cpu->ops->matmul_backward(cpu, dx3, dw3, g, x, w, N, C, OC);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    cpu->matmul_forward(cpu, o4, x, w, N, C, OC);
-    cpu->matmul_backward(cpu, dx4, dw4, g, x, w, N, C, OC);
+    cpu->ops->matmul_forward(cpu, o4, x, w, N, C, OC);
+    cpu->ops->matmul_backward(cpu, dx4, dw4, g, x, w, N, C, OC);
     omp_set_num_threads(nt);
     CHECK(!memcmp(o2, o4, sizeof(float) * N * OC), "matmul_forward %dx%dx%d: split result differs from 1 thread",
           N, C, OC);
@@ -69,13 +69,13 @@ static void check_matmul(int N, int C, int OC) {
 static void check_rmsnorm(int N, int C) {
     float *x = test_rnd((size_t)N * C, 2), *w = test_rnd(C, 1), *g = test_rnd((size_t)N * C, 1);
     float *y1 = test_rnd((size_t)N * C, 1), *y2 = test_dup(y1, (size_t)N * C), *r1 = test_rnd(N, 1), *r2 = test_dup(r1, N);
-    ref->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
-    cpu->rmsnorm_forward(cpu, y2, r2, x, w, N, C, 1e-6f);
+    ref->ops->rmsnorm_forward(ref, y1, r1, x, w, N, C, 1e-6f);
+    cpu->ops->rmsnorm_forward(cpu, y2, r2, x, w, N, C, 1e-6f);
     test_cmp("rmsnorm_forward out", y2, y1, (size_t)N * C, 1e-5);
     test_cmp("rmsnorm_forward rstd", r2, r1, N, 1e-5);
     float *dx1 = test_rnd((size_t)N * C, 1), *dx2 = test_dup(dx1, (size_t)N * C), *dw1 = test_rnd(C, 1), *dw2 = test_dup(dw1, C);
-    ref->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
-    cpu->rmsnorm_backward(cpu, dx2, dw2, g, x, w, r1, N, C);
+    ref->ops->rmsnorm_backward(ref, dx1, dw1, g, x, w, r1, N, C);
+    cpu->ops->rmsnorm_backward(cpu, dx2, dw2, g, x, w, r1, N, C);
     test_cmp("rmsnorm_backward dinp", dx2, dx1, (size_t)N * C, 1e-5);
     test_cmp("rmsnorm_backward dw", dw2, dw1, C, 1e-5);
     pt_aligned_free(x); pt_aligned_free(w); pt_aligned_free(g); pt_aligned_free(y1); pt_aligned_free(y2);
@@ -87,15 +87,15 @@ static void check_rope(int B, int T, int NH, int D) {
     const size_t n = (size_t)B * T * NH * D;
     float *cs = test_rnd((size_t)T * D, 1), *sn = test_rnd((size_t)T * D, 1), *x = test_rnd(n, 1);
     float *a = test_dup(x, n), *b = test_dup(x, n), *c = test_rnd(n, 1);
-    ref->rope_forward(ref, a, a, cs, sn, B, T, NH, D);  // in place
-    cpu->rope_forward(cpu, b, b, cs, sn, B, T, NH, D);
+    ref->ops->rope_forward(ref, a, a, cs, sn, B, T, NH, D);  // in place
+    cpu->ops->rope_forward(cpu, b, b, cs, sn, B, T, NH, D);
     test_cmp("rope_forward in place", b, a, n, 1e-6);
-    cpu->rope_forward(cpu, c, x, cs, sn, B, T, NH, D);
+    cpu->ops->rope_forward(cpu, c, x, cs, sn, B, T, NH, D);
     test_cmp("rope_forward out of place", c, a, n, 1e-6);
     memcpy(a, x, sizeof(float) * n);
     memcpy(b, x, sizeof(float) * n);
-    ref->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
-    cpu->rope_backward(cpu, b, b, cs, sn, B, T, NH, D);
+    ref->ops->rope_backward(ref, a, a, cs, sn, B, T, NH, D);
+    cpu->ops->rope_backward(cpu, b, b, cs, sn, B, T, NH, D);
     test_cmp("rope_backward", b, a, n, 1e-6);
     pt_aligned_free(cs); pt_aligned_free(sn); pt_aligned_free(x); pt_aligned_free(a); pt_aligned_free(b);
     pt_aligned_free(c);
@@ -105,19 +105,19 @@ static void check_attention(int B, int T, int H, int KV, int D) {
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * KV * D;
     float *q = test_rnd(nq, 2), *k = test_rnd(nk, 2), *v = test_rnd(nk, 1), *go = test_rnd(nq, 1);
     float *o1 = test_rnd(nq, 1), *o2 = test_rnd(nq, 1);
-    float *s1 = test_rnd(ref->attention_saved_floats(ref, B, T, H, D), 1);
-    size_t ns2 = cpu->attention_saved_floats(cpu, B, T, H, D);
+    float *s1 = test_rnd(ref->ops->attention_saved_floats(ref, B, T, H, D), 1);
+    size_t ns2 = cpu->ops->attention_saved_floats(cpu, B, T, H, D);
     CHECK(ns2 == (size_t)B * H * T, "attention_saved_floats %zu, want B*H*T", ns2);
     float *s2 = test_rnd(ns2, 1);
-    ref->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
-    cpu->attention_forward(cpu, o2, s2, q, k, v, B, T, H, KV, D);
+    ref->ops->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
+    cpu->ops->attention_forward(cpu, o2, s2, q, k, v, B, T, H, KV, D);
     char what[96];
     snprintf(what, sizeof what, "attention_forward B%d T%d H%d KV%d D%d", B, T, H, KV, D);
     test_cmp(what, o2, o1, nq, 1e-5);
     float *dq1 = test_rnd(nq, 1), *dk1 = test_rnd(nk, 1), *dv1 = test_rnd(nk, 1), *dq2 = test_rnd(nq, 1), *dk2 = test_rnd(nk, 1),
           *dv2 = test_rnd(nk, 1);
-    ref->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
-    cpu->attention_backward(cpu, dq2, dk2, dv2, go, q, k, v, o2, s2, B, T, H, KV, D);
+    ref->ops->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
+    cpu->ops->attention_backward(cpu, dq2, dk2, dv2, go, q, k, v, o2, s2, B, T, H, KV, D);
     snprintf(what, sizeof what, "attention_backward dq T%d D%d", T, D);
     test_cmp(what, dq2, dq1, nq, 1e-5);
     snprintf(what, sizeof what, "attention_backward dk T%d D%d", T, D);
@@ -133,30 +133,30 @@ static void check_elementwise(void) {
     const size_t n = 100003;  // crosses several blocks, odd tail
     float *g = test_rnd(n, 8), *u = test_rnd(n, 2), *d = test_rnd(n, 1);
     float *a1 = test_rnd(n, 1), *a2 = test_rnd(n, 1), *b1 = test_rnd(n, 1), *b2 = test_rnd(n, 1);
-    ref->swiglu_forward(ref, a1, g, u, n);
-    cpu->swiglu_forward(cpu, a2, g, u, n);
+    ref->ops->swiglu_forward(ref, a1, g, u, n);
+    cpu->ops->swiglu_forward(cpu, a2, g, u, n);
     test_cmp("swiglu_forward", a2, a1, n, 1e-6);
-    ref->swiglu_backward(ref, a1, b1, d, g, u, n);
-    cpu->swiglu_backward(cpu, a2, b2, d, g, u, n);
+    ref->ops->swiglu_backward(ref, a1, b1, d, g, u, n);
+    cpu->ops->swiglu_backward(cpu, a2, b2, d, g, u, n);
     test_cmp("swiglu_backward dgate", a2, a1, n, 1e-6);
     test_cmp("swiglu_backward dup", b2, b1, n, 1e-6);
-    ref->add(ref, a1, g, u, n);
-    cpu->add(cpu, a2, g, u, n);
+    ref->ops->add(ref, a1, g, u, n);
+    cpu->ops->add(cpu, a2, g, u, n);
     CHECK(!memcmp(a1, a2, sizeof(float) * n), "add differs");
     memcpy(a1, g, sizeof(float) * n);
     memcpy(a2, g, sizeof(float) * n);
-    ref->scale(ref, a1, 0.37f, n);
-    cpu->scale(cpu, a2, 0.37f, n);
+    ref->ops->scale(ref, a1, 0.37f, n);
+    cpu->ops->scale(cpu, a2, 0.37f, n);
     CHECK(!memcmp(a1, a2, sizeof(float) * n), "scale differs");
     double s1, s2;
-    ref->sum_squares(ref, &s1, g, n);
-    cpu->sum_squares(cpu, &s2, g, n);
+    ref->ops->sum_squares(ref, &s1, g, n);
+    cpu->ops->sum_squares(cpu, &s2, g, n);
     CHECK(fabs(s1 - s2) <= 1e-12 * s1, "sum_squares %.17g vs %.17g", s2, s1);
     // AdamW: 3 steps with weight decay
     float *p1 = test_rnd(n, 1), *p2 = test_dup(p1, n), *m1 = test_rnd(n, 0), *m2 = test_rnd(n, 0), *v1 = test_rnd(n, 0), *v2 = test_rnd(n, 0);
     for (int t = 1; t <= 3; t++) {
-        ref->adamw(ref, p1, d, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
-        cpu->adamw(cpu, p2, d, m2, v2, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        ref->ops->adamw(ref, p1, d, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        cpu->ops->adamw(cpu, p2, d, m2, v2, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
     }
     test_cmp("adamw params", p2, p1, n, 1e-6);
     test_cmp("adamw m", m2, m1, n, 1e-6);
@@ -166,18 +166,18 @@ static void check_elementwise(void) {
     int32_t ids[300];
     for (int i = 0; i < N; i++) ids[i] = (i * 7 + i / 13) % V;
     float *wte = test_rnd((size_t)V * C, 1), *e1 = test_rnd((size_t)N * C, 1), *e2 = test_rnd((size_t)N * C, 1);
-    ref->embedding_forward(ref, e1, ids, wte, N, C);
-    cpu->embedding_forward(cpu, e2, ids, wte, N, C);
+    ref->ops->embedding_forward(ref, e1, ids, wte, N, C);
+    cpu->ops->embedding_forward(cpu, e2, ids, wte, N, C);
     CHECK(!memcmp(e1, e2, sizeof(float) * N * C), "embedding_forward differs");
     float *dw1 = test_rnd((size_t)V * C, 1), *dw2 = test_dup(dw1, (size_t)V * C);
-    ref->embedding_backward(ref, dw1, e1, ids, N, C);
-    cpu->embedding_backward(cpu, dw2, e1, ids, N, C);
+    ref->ops->embedding_backward(ref, dw1, e1, ids, N, C);
+    cpu->ops->embedding_backward(cpu, dw2, e1, ids, N, C);
     CHECK(!memcmp(dw1, dw2, sizeof(float) * V * C), "embedding_backward differs");
-    float *z = cpu->alloc(cpu, 4 << 20);
+    float *z = cpu->ops->alloc(cpu, 4 << 20);
     int nz = 1;
     for (size_t i = 0; i < (1u << 20); i++) nz &= z[i] == 0;
     CHECK(nz, "alloc is not zero-filled");
-    cpu->free(cpu, z);
+    cpu->ops->free(cpu, z);
     pt_aligned_free(g); pt_aligned_free(u); pt_aligned_free(d); pt_aligned_free(a1); pt_aligned_free(a2);
     pt_aligned_free(b1); pt_aligned_free(b2); pt_aligned_free(p1); pt_aligned_free(p2); pt_aligned_free(m1);
     pt_aligned_free(m2); pt_aligned_free(v1); pt_aligned_free(v2); pt_aligned_free(wte); pt_aligned_free(e1);
@@ -193,9 +193,9 @@ static void check_xent(pt_backend *dev, int N, int C, int V) {
     float *dx1 = test_rnd((size_t)N * C, 1), *dx2 = test_rnd((size_t)N * C, 1);
     float *dw1 = test_rnd((size_t)V * C, 0.1f), *dw2 = test_dup(dw1, (size_t)V * C);
     double l1, l2, l3;
-    ref->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
-    dev->lm_head_xent(dev, &l2, dx2, dw2, x, w, tg, N, C, V, scale);
-    dev->lm_head_xent(dev, &l3, NULL, NULL, x, w, tg, N, C, V, 0.0f);
+    ref->ops->lm_head_xent(ref, &l1, dx1, dw1, x, w, tg, N, C, V, scale);
+    dev->ops->lm_head_xent(dev, &l2, dx2, dw2, x, w, tg, N, C, V, scale);
+    dev->ops->lm_head_xent(dev, &l3, NULL, NULL, x, w, tg, N, C, V, 0.0f);
     printf("lm_head_xent N=%d C=%d V=%d: loss %.10f (cpu-ref %.10f)\n", N, C, V, l2, l1);
     CHECK(fabs(l2 - l1) <= 1e-6 * fabs(l1), "xent loss %.10f vs %.10f", l2, l1);
     CHECK(l3 == l2, "xent forward-only loss %.17g differs from training loss %.17g", l3, l2);
@@ -266,8 +266,8 @@ static void check_model_grads(const char *name, const char *dir, int B, int T) {
     int nr, nc;
     qwen3_alloc_grads(&mr);
     qwen3_alloc_grads(&mc);
-    ref->zero(ref, mr.grads, sizeof(float) * mr.num_params);
-    cpu->zero(cpu, mc.grads, sizeof(float) * mc.num_params);
+    ref->ops->zero(ref, mr.grads, sizeof(float) * mr.num_params);
+    cpu->ops->zero(cpu, mc.grads, sizeof(float) * mc.num_params);
     CHECK(qwen3_forward_backward(&mr, ids, lab, B, T, 1.0f / N, &lr_, &nr) == 0, "%s", pt_last_error());
     CHECK(qwen3_forward_backward(&mc, ids, lab, B, T, 1.0f / N, &lc, &nc) == 0, "%s", pt_last_error());
     CHECK(qwen3_forward(&mc, ids, lab, B, T, &lf, &nc, NULL) == 0, "%s", pt_last_error());

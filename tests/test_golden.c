@@ -61,7 +61,7 @@ static void check_variant(const char *variant) {
 
     // gradients of the mean loss
     qwen3_alloc_grads(&m);
-    be->zero(be, m.grads, sizeof(real_t) * m.num_params);
+    be->ops->zero(be, m.grads, sizeof(real_t) * m.num_params);
     CHECK(qwen3_forward_backward(&m, ids, labels, B, T, 1.0f / ntok, &loss_sum, &ntok) == 0, "%s", pt_last_error());
     double worst = 0;
     for (int i = 0; i < m.num_tensors; i++) {

@@ -4,120 +4,126 @@
 
 // The fast CPU backend (src/backend/cpu.c) is left out of the double-precision
 // gradcheck build (PT_BACKEND_REF_ONLY) and of builds without OpenBLAS
-// (PT_NO_CPU_BACKEND, set by CMakeLists.txt).
+// (PT_NO_CPU_BACKEND, set by CMakeLists.txt); so are the device backends
+// (PT_HAVE_OPENCL, PT_HAVE_CUDA, PT_HAVE_CUDA_SIM: set when CMake found them)
+// from the gradcheck build.
 #if !defined(PT_BACKEND_REF_ONLY) && !defined(PT_NO_CPU_BACKEND)
 #define PT_HAVE_CPU_BACKEND 1
-pt_backend *pt_backend_cpu_create(void);
-char *openblas_get_config(void);  // OpenBLAS extension (linked with the cpu backend)
 #endif
-// The OpenCL backend (src/backend/opencl.c) when CMake found OpenCL (PT_HAVE_OPENCL).
 #if defined(PT_BACKEND_REF_ONLY)
 #undef PT_HAVE_OPENCL
-#endif
-#ifdef PT_HAVE_OPENCL
-pt_backend *pt_backend_opencl_create(const char *suffix);
-int pt_opencl_print_devices(FILE *f);
-int pt_opencl_probe(const char *suffix);
-#endif
-// The CUDA backend (src/backend/cuda/cuda_backend.cu under nvcc, PT_HAVE_CUDA)
-// and the same source on the host CUDA emulator (cuda-sim, PT_HAVE_CUDA_SIM).
-#if defined(PT_BACKEND_REF_ONLY)
 #undef PT_HAVE_CUDA
 #undef PT_HAVE_CUDA_SIM
 #endif
-#ifdef PT_HAVE_CUDA
-pt_backend *pt_backend_cuda_create(const char *suffix);
-int pt_cuda_print_devices(FILE *f);
-int pt_cuda_probe(void);
-#endif
-#ifdef PT_HAVE_CUDA_SIM
-pt_backend *pt_backend_cuda_sim_create(const char *suffix);
-int pt_cuda_sim_print_devices(FILE *f);
-#endif
 
-pt_backend *pt_backend_create(const char *spec) {
-    if (!spec || !strcmp(spec, "cpu-ref")) return pt_backend_cpu_ref_create();
+// Entry points of the backend files, each defined only in the builds that
+// have that backend. `suffix` is what follows the backend's name in a spec:
+// "" or ":..." (device indices).
+pt_backend *pt_backend_cpu_create(const char *suffix);        // cpu.c
+int pt_cpu_print_devices(FILE *f);
+const char *pt_cpu_blas_config(void);
+pt_backend *pt_backend_opencl_create(const char *suffix);     // opencl.c
+int pt_opencl_probe(const char *suffix);
+int pt_opencl_print_devices(FILE *f);
+pt_backend *pt_backend_cuda_create(const char *suffix);       // cuda/cuda_backend.cu under nvcc
+int pt_cuda_probe(const char *suffix);
+int pt_cuda_print_devices(FILE *f);
+pt_backend *pt_backend_cuda_sim_create(const char *suffix);   // the same source on the host emulator
+int pt_cuda_sim_probe(const char *suffix);
+int pt_cuda_sim_print_devices(FILE *f);
+
+static pt_backend *cpu_ref_create(const char *suffix) { return pt_backend_cpu_ref_create(); }
+static int cpu_ref_print_devices(FILE *f) {
+    fprintf(f, "cpu-ref      host CPU (reference kernels, %s)\n", sizeof(real_t) == 8 ? "fp64" : "fp32");
+    return 1;
+}
+
+// One backend a build may have; create == NULL: not in this build.
+typedef struct {
+    const char *name;   // the spec's first word
+    bool indexed;       // the spec may go on with ":..." (device indices)
+    pt_backend *(*create)(const char *suffix);
+    int (*probe)(const char *suffix);   // cheap availability check; NULL: create tells
+    int (*print_devices)(FILE *f);      // its `portatrain devices` lines
+    const char *(*blas_config)(void);   // its BLAS library's build configuration, or NULL
+    const char *not_built;              // why the build has it not (create == NULL)
+} backend_entry;
+
+// In `portatrain devices` and pt_backend_list order.
+static const backend_entry BACKENDS[] = {
+    {.name = "cpu-ref", .create = cpu_ref_create, .print_devices = cpu_ref_print_devices},
 #ifdef PT_HAVE_CPU_BACKEND
-    if (!strcmp(spec, "cpu")) return pt_backend_cpu_create();
+    {.name = "cpu", .create = pt_backend_cpu_create, .print_devices = pt_cpu_print_devices,
+     .blas_config = pt_cpu_blas_config},
+#else
+    {.name = "cpu", .not_built = "OpenBLAS not found"},
 #endif
 #ifdef PT_HAVE_OPENCL
-    if (!strncmp(spec, "opencl", 6) && (spec[6] == 0 || spec[6] == ':')) return pt_backend_opencl_create(spec + 6);
-#endif
-#ifdef PT_HAVE_CUDA_SIM
-    if (!strncmp(spec, "cuda-sim", 8) && (spec[8] == 0 || spec[8] == ':')) return pt_backend_cuda_sim_create(spec + 8);
+    {.name = "opencl", .indexed = true, .create = pt_backend_opencl_create, .probe = pt_opencl_probe,
+     .print_devices = pt_opencl_print_devices},
+#else
+    {.name = "opencl", .not_built = "OpenCL not found at build time"},
 #endif
 #ifdef PT_HAVE_CUDA
-    if (!strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_backend_cuda_create(spec + 4);
+    {.name = "cuda", .indexed = true, .create = pt_backend_cuda_create, .probe = pt_cuda_probe,
+     .print_devices = pt_cuda_print_devices},
+#else
+    {.name = "cuda", .not_built = "no CUDA compiler at build time, or PT_CUDA=OFF"},
 #endif
+#ifdef PT_HAVE_CUDA_SIM
+    {.name = "cuda-sim", .indexed = true, .create = pt_backend_cuda_sim_create, .probe = pt_cuda_sim_probe,
+     .print_devices = pt_cuda_sim_print_devices},
+#else
+    {.name = "cuda-sim", .not_built = "PT_CUDA_SIM=OFF, or no emulator sources"},
+#endif
+};
+
+// The built backend a spec names ("cuda" names cuda, never cuda-sim), or NULL.
+static const backend_entry *find(const char *spec) {
+    for (size_t i = 0; i < PT_ARRAY_LEN(BACKENDS); i++) {
+        const backend_entry *e = &BACKENDS[i];
+        const size_t n = strlen(e->name);
+        if (e->create && !strncmp(spec, e->name, n) && (spec[n] == 0 || (e->indexed && spec[n] == ':'))) return e;
+    }
+    return NULL;
+}
+
+pt_backend *pt_backend_create(const char *spec) {
+    if (!spec) spec = "cpu-ref";
+    const backend_entry *e = find(spec);
+    if (e) return e->create(spec + strlen(e->name));
     pt_set_error("unknown backend '%s' (available: %s)", spec, pt_backend_list());
     return NULL;
 }
 
 int pt_backend_probe(const char *spec) {
-#ifdef PT_HAVE_CUDA
-    if (spec && !strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_cuda_probe();
-#endif
-#ifdef PT_HAVE_OPENCL
-    if (spec && !strncmp(spec, "opencl", 6) && (spec[6] == 0 || spec[6] == ':')) return pt_opencl_probe(spec + 6);
-#endif
-    return 0;
+    const backend_entry *e = spec ? find(spec) : NULL;
+    return e && e->probe ? e->probe(spec + strlen(e->name)) : 0;
 }
 
 void pt_backend_destroy(pt_backend *be) {
-    if (be) be->destroy(be);
+    if (be) be->ops->destroy(be);
 }
 
 const char *pt_backend_list(void) {
     static char list[64];
-    if (!list[0]) {
-        snprintf(list, sizeof list, "cpu-ref");
-#ifdef PT_HAVE_CPU_BACKEND
-        strcat(list, ",cpu");
-#endif
-#ifdef PT_HAVE_OPENCL
-        strcat(list, ",opencl");
-#endif
-#ifdef PT_HAVE_CUDA
-        strcat(list, ",cuda");
-#endif
-#ifdef PT_HAVE_CUDA_SIM
-        strcat(list, ",cuda-sim");
-#endif
-    }
+    if (!list[0])
+        for (size_t i = 0; i < PT_ARRAY_LEN(BACKENDS); i++)
+            if (BACKENDS[i].create)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? "," : "", BACKENDS[i].name);
     return list;
 }
 
 void pt_backend_print_devices(FILE *f) {
-    fprintf(f, "cpu-ref      host CPU (reference kernels, %s)\n", sizeof(real_t) == 8 ? "fp64" : "fp32");
-#ifdef PT_HAVE_CPU_BACKEND
-    // the backend's own line: SIMD level, OpenBLAS kernels, threads, tile sgemm and bf16 matmul libraries
-    pt_backend *cpu = pt_backend_cpu_create();
-    fprintf(f, "cpu          %s; %s\n", cpu->device, openblas_get_config());
-    pt_backend_destroy(cpu);
-#else
-    fprintf(f, "cpu          not built (OpenBLAS not found)\n");
-#endif
-#ifdef PT_HAVE_OPENCL
-    pt_opencl_print_devices(f);
-#else
-    fprintf(f, "opencl       not built (OpenCL not found at build time)\n");
-#endif
-#ifdef PT_HAVE_CUDA
-    pt_cuda_print_devices(f);
-#else
-    fprintf(f, "cuda         not built (no CUDA compiler at build time, or PT_CUDA=OFF)\n");
-#endif
-#ifdef PT_HAVE_CUDA_SIM
-    pt_cuda_sim_print_devices(f);
-#else
-    fprintf(f, "cuda-sim     not built (PT_CUDA_SIM=OFF, or no emulator sources)\n");
-#endif
+    for (size_t i = 0; i < PT_ARRAY_LEN(BACKENDS); i++) {
+        const backend_entry *e = &BACKENDS[i];
+        if (e->create) e->print_devices(f);
+        else fprintf(f, "%-12s not built (%s)\n", e->name, e->not_built);
+    }
 }
 
 const char *pt_backend_blas_config(void) {
-#ifdef PT_HAVE_CPU_BACKEND
-    return openblas_get_config();
-#else
+    for (size_t i = 0; i < PT_ARRAY_LEN(BACKENDS); i++)
+        if (BACKENDS[i].blas_config) return BACKENDS[i].blas_config();
     return NULL;
-#endif
 }

@@ -28,20 +28,10 @@ typedef struct {
     int cache_hits, cache_misses, recompilations;
 } pt_compile_stats;
 
-struct pt_backend {
-    const char *name;
-    char device[256];   // human-readable device description
-    void *impl;         // backend-private state
-    bool host_memory;   // backend pointers are ordinary host memory (CPU backends)
-    // Set by the model (precision bf16) before the first kernel runs; see "bf16" below.
-    bool bf16_casts;
-    // fp32 GEMMs on TF32 tensor cores (cuda; HF TrainingArguments' --tf32):
-    // set by the CLI before the first kernel; backends without TF32 ignore it.
-    bool tf32;
-    // The backend's native queue (cudaStream_t for cuda), NULL for host
-    // backends: device collectives (NCCL, src/dist) are ordered on it.
-    void *stream;
-
+// One backend's operations: every kernel the model needs, plus memory. Each
+// backend defines one static const table of them; the NULL-able entries are
+// marked so.
+typedef struct pt_backend_ops {
     // ---- memory ----
     void *(*alloc)(pt_backend *be, size_t bytes);  // zero-filled
     void (*free)(pt_backend *be, void *p);
@@ -121,7 +111,7 @@ struct pt_backend {
     // kernel above works on it unchanged (products of bf16 numbers are exact in
     // fp32; sums accumulate in fp32 as on bf16 units). The model rounds each op's
     // output where Hugging Face's bf16 Qwen3 holds a bf16 tensor. With
-    // `bf16_casts` set, the kernels whose PyTorch counterpart rounds INSIDE the
+    // be->bf16_casts set, the kernels whose PyTorch counterpart rounds INSIDE the
     // op round there too (backward kernels never do; the model rounds their
     // activation gradients, weight gradients stay fp32):
     //   rmsnorm_forward: out = bf16(w * bf16(inp * rstd))        (rstd in fp32)
@@ -150,6 +140,26 @@ struct pt_backend {
 
     // ---- optional (NULL when the backend has nothing to report) ----
     void (*compile_stats)(pt_backend *be, pt_compile_stats *out);
+} pt_backend_ops;
+
+// One backend instance: its operations, its own state and the flags its
+// caller sets.
+struct pt_backend {
+    const pt_backend_ops *ops;
+    const char *name;
+    char device[256];   // human-readable device description
+    void *impl;         // backend-private state
+    bool host_memory;   // backend pointers are ordinary host memory (CPU backends)
+    // The backend's native queue (cudaStream_t for cuda), NULL for host
+    // backends: device collectives (NCCL, src/dist) are ordered on it.
+    void *stream;
+
+    // ---- set by the caller before the first kernel; the kernels read them ----
+    // Set by the model (precision bf16); see "bf16" in pt_backend_ops.
+    bool bf16_casts;
+    // fp32 GEMMs on TF32 tensor cores (cuda; HF TrainingArguments' --tf32):
+    // set by the CLI; backends without TF32 ignore it.
+    bool tf32;
 };
 
 // "cpu-ref", "cpu", "opencl[:PLATFORM[:DEVICE]]", "cuda[:DEVICE]", "cuda-sim"

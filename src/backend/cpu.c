@@ -41,6 +41,7 @@
 #ifndef PT_NO_CPU_BACKEND
 #include "backend/backend.h"
 #include "backend/cpu_dnnl.h"
+#include "backend/cpu_faults.h"
 #include "util/bf16.h"
 
 #include <cblas.h>
@@ -62,6 +63,7 @@
 // OpenBLAS extensions (also declared by OpenBLAS's cblas.h; repeated for netlib-style headers).
 void openblas_set_num_threads(int num_threads);
 char *openblas_get_corename(void);
+char *openblas_get_config(void);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PT_CPU_NO_CLONES)
 #define PT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -421,14 +423,9 @@ PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, co
     }
 }
 
-// Test-only wrong-kernel switch (PT_FAULT_KERNEL=rmsnorm_eps, docs/COMPARE.md): a wrong epsilon makes the
-// candidate subtly wrong but still training, so `portatrain compare` must reject it.
-static float fault_rms_eps_scale = 0.0f;  // 0 = off; else eps is multiplied by it
-
 static void cpu_rmsnorm_forward(pt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N,
                                 int C, float eps) {
     PROF_BEGIN(be);
-    if (fault_rms_eps_scale > 0.0f) eps *= fault_rms_eps_scale;  // rstd is saved, so backward stays consistent with it
     const int rb = PT_MAX(1, 8192 / PT_MAX(C, 1)), nb = (N + rb - 1) / rb;
     const bool bf16 = be->bf16_casts;
 #pragma omp parallel for schedule(static)
@@ -1099,27 +1096,12 @@ static inline float rb(float f) {
     return r;
 }
 
-// Test-only broken cast (PT_FAULT_KERNEL=bf16_cast, docs/PRECISION.md): the
-// "bf16" cast keeps 3 mantissa bits, truncated (an fp8-e4m3-sized mantissa
-// instead of bf16's 7): a candidate with a wrong cast that still trains, which
-// the acceptance suite's bf16 profile must reject.
-static int fault_bf16_cast = 0;
-
 PT_CLONES static void round_bf16_blk(float *restrict dst, const float *restrict src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = rb(src[i]);
 }
-PT_CLONES static void round_broken_blk(float *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], 4);
-        if ((u & 0x7f800000u) != 0x7f800000u) u &= 0xfff00000u;  // keep sign, exponent, 3 mantissa bits
-        memcpy(&dst[i], &u, 4);
-    }
-}
 static void cpu_round_bf16(pt_backend *be, float *dst, const float *src, size_t n) {
     PROF_BEGIN(be);
-    if (fault_bf16_cast) EW_LOOP(n, round_broken_blk(dst + o, src + o, len));
-    else EW_LOOP(n, round_bf16_blk(dst + o, src + o, len));
+    EW_LOOP(n, round_bf16_blk(dst + o, src + o, len));
     PROF_END(K_ADD, 0);
 }
 
@@ -1297,7 +1279,49 @@ static const char *simd_level(void) {
 #endif
 }
 
-pt_backend *pt_backend_cpu_create(void) {
+// The kernels of both tables below.
+#define CPU_FP32_OPS \
+    .alloc = cpu_alloc, \
+    .free = cpu_free, \
+    .upload = cpu_copy, \
+    .download = cpu_copy, \
+    .copy = cpu_copy, \
+    .zero = cpu_zero, \
+    .synchronize = cpu_sync, \
+    .destroy = cpu_destroy, \
+    .embedding_forward = cpu_embedding_forward, \
+    .embedding_backward = cpu_embedding_backward, \
+    .matmul_forward = cpu_matmul_forward, \
+    .matmul_backward = cpu_matmul_backward, \
+    .rmsnorm_forward = cpu_rmsnorm_forward, \
+    .rmsnorm_backward = cpu_rmsnorm_backward, \
+    .rope_forward = cpu_rope_forward, \
+    .rope_backward = cpu_rope_backward, \
+    .attention_saved_floats = cpu_attention_saved_floats, \
+    .attention_forward = cpu_attention_forward, \
+    .attention_backward = cpu_attention_backward, \
+    .swiglu_forward = cpu_swiglu_forward, \
+    .swiglu_backward = cpu_swiglu_backward, \
+    .add = cpu_add, \
+    .lm_head_xent = cpu_lm_head_xent, \
+    .sum_squares = cpu_sum_squares, \
+    .scale = cpu_scale, \
+    .adamw = cpu_adamw, \
+    .round_bf16 = cpu_round_bf16,
+
+// Without oneDNN's bf16 matmuls the model runs bf16 on the fp32 kernels.
+static const pt_backend_ops cpu_ops = {CPU_FP32_OPS};
+// With them, the packed bf16 matmuls too.
+static const pt_backend_ops cpu_ops_dnnl = {
+    CPU_FP32_OPS
+    .pack_bf16 = cpu_pack_bf16,
+    .matmul_forward_bf16 = cpu_matmul_forward_bf16,
+    .matmul_backward_bf16 = cpu_matmul_backward_bf16,
+    .lm_head_xent_bf16 = cpu_lm_head_xent_bf16,
+};
+
+// `--backend cpu` (no suffix: the registry, backend.c, accepts none).
+pt_backend *pt_backend_cpu_create(const char *suffix) {
     pt_backend *be = pt_calloc(1, sizeof *be);
     cpu_impl *im = pt_calloc(1, sizeof *im);
     be->impl = im;
@@ -1325,16 +1349,6 @@ pt_backend *pt_backend_cpu_create(void) {
     im->xent_rows = env_int("PT_CPU_XENT_ROWS", 512, 1, 1 << 20);
     im->xent_tile = env_int("PT_CPU_XENT_TILE", 2048, 16, 1 << 24);
     openblas_set_num_threads(1);  // our OpenMP threads call single-threaded sgemm
-    const char *fault = getenv("PT_FAULT_KERNEL");
-    if (fault && strcmp(fault, "rmsnorm_eps") == 0) {
-        fault_rms_eps_scale = 10.0f;  // 1e-6 -> 1e-5: ~1% on rstd at init activations
-        fprintf(stderr, "warning: PT_FAULT_KERNEL=rmsnorm_eps: cpu backend uses a WRONG rmsnorm eps (test only)\n");
-    } else if (fault && strcmp(fault, "bf16_cast") == 0) {
-        fault_bf16_cast = 1;
-        fprintf(stderr, "warning: PT_FAULT_KERNEL=bf16_cast: cpu backend casts to bf16 WRONGLY (test only)\n");
-    } else if (fault && *fault) {
-        fprintf(stderr, "warning: PT_FAULT_KERNEL=%s is unknown to the cpu backend; ignored\n", fault);
-    }
     // PT_CPU_BF16_GEMM=sgemm: bf16 matmuls on the fp32 sgemm path (the fallback of CPUs without bf16 units).
     const char *bg = getenv("PT_CPU_BF16_GEMM");
     im->dnnl = bg && !strcmp(bg, "sgemm") ? NULL : pt_dnnl_create();
@@ -1347,39 +1361,19 @@ pt_backend *pt_backend_cpu_create(void) {
              simd_level(), openblas_get_corename(), omp_get_max_threads(), gemm_desc,
              im->tile_onednn ? "oneDNN" : "OpenBLAS",
              im->dnnl ? pt_dnnl_impl(im->dnnl) : "sgemm");
-    be->alloc = cpu_alloc;
-    be->free = cpu_free;
-    be->upload = cpu_copy;
-    be->download = cpu_copy;
-    be->copy = cpu_copy;
-    be->zero = cpu_zero;
-    be->synchronize = cpu_sync;
-    be->destroy = cpu_destroy;
-    be->embedding_forward = cpu_embedding_forward;
-    be->embedding_backward = cpu_embedding_backward;
-    be->matmul_forward = cpu_matmul_forward;
-    be->matmul_backward = cpu_matmul_backward;
-    be->rmsnorm_forward = cpu_rmsnorm_forward;
-    be->rmsnorm_backward = cpu_rmsnorm_backward;
-    be->rope_forward = cpu_rope_forward;
-    be->rope_backward = cpu_rope_backward;
-    be->attention_saved_floats = cpu_attention_saved_floats;
-    be->attention_forward = cpu_attention_forward;
-    be->attention_backward = cpu_attention_backward;
-    be->swiglu_forward = cpu_swiglu_forward;
-    be->swiglu_backward = cpu_swiglu_backward;
-    be->add = cpu_add;
-    be->lm_head_xent = cpu_lm_head_xent;
-    be->sum_squares = cpu_sum_squares;
-    be->scale = cpu_scale;
-    be->adamw = cpu_adamw;
-    be->round_bf16 = cpu_round_bf16;
-    if (im->dnnl) {  // packed bf16 matmuls; without them the model runs bf16 on the fp32 kernels
-        be->pack_bf16 = cpu_pack_bf16;
-        be->matmul_forward_bf16 = cpu_matmul_forward_bf16;
-        be->matmul_backward_bf16 = cpu_matmul_backward_bf16;
-        be->lm_head_xent_bf16 = cpu_lm_head_xent_bf16;
-    }
+    be->ops = im->dnnl ? &cpu_ops_dnnl : &cpu_ops;
+    pt_cpu_fault_kernels(be);  // test-only wrong kernels (PT_FAULT_KERNEL), cpu_faults.c
     return be;
 }
+
+// `portatrain devices`: the backend's own line (SIMD level, OpenBLAS kernels,
+// threads, tile sgemm and bf16 matmul libraries) and OpenBLAS's build.
+int pt_cpu_print_devices(FILE *f) {
+    pt_backend *cpu = pt_backend_cpu_create("");
+    fprintf(f, "cpu          %s; %s\n", cpu->device, openblas_get_config());
+    pt_backend_destroy(cpu);
+    return 1;
+}
+
+const char *pt_cpu_blas_config(void) { return openblas_get_config(); }
 #endif  // PT_NO_CPU_BACKEND

@@ -408,38 +408,42 @@ static void ref_adamw(pt_backend *be, real_t *p, const real_t *g, real_t *m, rea
     }
 }
 
+static const pt_backend_ops cpu_ref_ops = {
+    .alloc = ref_alloc,
+    .free = ref_free,
+    .upload = ref_memcpy,
+    .download = ref_memcpy,
+    .copy = ref_memcpy,
+    .zero = ref_zero,
+    .synchronize = ref_sync,
+    .destroy = ref_destroy,
+    .embedding_forward = ref_embedding_forward,
+    .embedding_backward = ref_embedding_backward,
+    .matmul_forward = ref_matmul_forward,
+    .matmul_backward = ref_matmul_backward,
+    .rmsnorm_forward = ref_rmsnorm_forward,
+    .rmsnorm_backward = ref_rmsnorm_backward,
+    .rope_forward = ref_rope_forward,
+    .rope_backward = ref_rope_backward,
+    .attention_saved_floats = ref_attention_saved_floats,
+    .attention_forward = ref_attention_forward,
+    .attention_backward = ref_attention_backward,
+    .swiglu_forward = ref_swiglu_forward,
+    .swiglu_backward = ref_swiglu_backward,
+    .add = ref_add,
+    .lm_head_xent = ref_lm_head_xent,
+    .sum_squares = ref_sum_squares,
+    .scale = ref_scale,
+    .adamw = ref_adamw,
+    .round_bf16 = ref_round_bf16,
+};
+
 pt_backend *pt_backend_cpu_ref_create(void) {
     pt_backend *be = pt_calloc(1, sizeof *be);
     be->name = "cpu-ref";
     be->host_memory = true;
     snprintf(be->device, sizeof be->device, "host CPU (reference kernels, %s)",
              sizeof(real_t) == 8 ? "fp64" : "fp32");
-    be->alloc = ref_alloc;
-    be->free = ref_free;
-    be->upload = ref_memcpy;
-    be->download = ref_memcpy;
-    be->copy = ref_memcpy;
-    be->zero = ref_zero;
-    be->synchronize = ref_sync;
-    be->destroy = ref_destroy;
-    be->embedding_forward = ref_embedding_forward;
-    be->embedding_backward = ref_embedding_backward;
-    be->matmul_forward = ref_matmul_forward;
-    be->matmul_backward = ref_matmul_backward;
-    be->rmsnorm_forward = ref_rmsnorm_forward;
-    be->rmsnorm_backward = ref_rmsnorm_backward;
-    be->rope_forward = ref_rope_forward;
-    be->rope_backward = ref_rope_backward;
-    be->attention_saved_floats = ref_attention_saved_floats;
-    be->attention_forward = ref_attention_forward;
-    be->attention_backward = ref_attention_backward;
-    be->swiglu_forward = ref_swiglu_forward;
-    be->swiglu_backward = ref_swiglu_backward;
-    be->add = ref_add;
-    be->lm_head_xent = ref_lm_head_xent;
-    be->sum_squares = ref_sum_squares;
-    be->scale = ref_scale;
-    be->adamw = ref_adamw;
-    be->round_bf16 = ref_round_bf16;
+    be->ops = &cpu_ref_ops;
     return be;
 }

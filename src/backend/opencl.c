@@ -841,6 +841,102 @@ int pt_opencl_probe(const char *suffix) {
     return find_device(suffix, &p, &d, &pi, &di);
 }
 
+static const pt_backend_ops opencl_ops = {
+    .alloc = ocl_alloc_fn,
+    .free = ocl_free_fn,
+    .upload = ocl_upload,
+    .download = ocl_download,
+    .copy = ocl_copy,
+    .zero = ocl_zero,
+    .synchronize = ocl_sync,
+    .destroy = ocl_destroy,
+    .embedding_forward = ocl_embedding_forward,
+    .embedding_backward = ocl_embedding_backward,
+    .matmul_forward = ocl_matmul_forward,
+    .matmul_backward = ocl_matmul_backward,
+    .rmsnorm_forward = ocl_rmsnorm_forward,
+    .rmsnorm_backward = ocl_rmsnorm_backward,
+    .rope_forward = ocl_rope_forward,
+    .rope_backward = ocl_rope_backward,
+    .attention_saved_floats = ocl_attention_saved_floats,
+    .attention_forward = ocl_attention_forward,
+    .attention_backward = ocl_attention_backward,
+    .swiglu_forward = ocl_swiglu_forward,
+    .swiglu_backward = ocl_swiglu_backward,
+    .add = ocl_add,
+    .lm_head_xent = ocl_lm_head_xent,
+    .sum_squares = ocl_sum_squares,
+    .scale = ocl_scale,
+    .adamw = ocl_adamw,
+    // bf16: rounding kernels only; the model runs the fp32 matmuls on bf16-exact operands
+    .round_bf16 = ocl_round_bf16,
+    .compile_stats = ocl_compile_stats,
+};
+
+// The device's description (be->device) and the key of its program cache.
+static void describe(pt_backend *be, ocl *o, long pi, long di) {
+    char name[256], vendor[256], ver[256], drv[256], pname[256] = "", pver[256] = "";
+    str_info(o->device, CL_DEVICE_NAME, name, sizeof name);
+    str_info(o->device, CL_DEVICE_VENDOR, vendor, sizeof vendor);
+    str_info(o->device, CL_DEVICE_VERSION, ver, sizeof ver);
+    str_info(o->device, CL_DRIVER_VERSION, drv, sizeof drv);
+    clGetPlatformInfo(o->platform, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
+    clGetPlatformInfo(o->platform, CL_PLATFORM_VERSION, sizeof pver - 1, pver, NULL);
+    snprintf(o->devkey, sizeof o->devkey, "%s|%s|%s|%s|%s|%s", pname, pver, name, vendor, ver, drv);
+    snprintf(be->device, sizeof be->device, "OpenCL %ld:%ld %s (%s, %s, driver %s)", pi, di, name, pname, ver, drv);
+}
+
+// The base program's build options: GEMM tiles (defaults or
+// PT_OPENCL_GEMM_TILE="TM,TN,TK,RM,RN"), NT vector width, work-group sizes.
+// -1 + error for a malformed PT_OPENCL_GEMM_TILE.
+static int set_build_options(ocl *o) {
+    o->tm = DEF_TM; o->tn = DEF_TN; o->tk = DEF_TK; o->rm = DEF_RM; o->rn = DEF_RN;
+    const char *tile = getenv("PT_OPENCL_GEMM_TILE");
+    if (tile && *tile) {
+        int t[5];
+        if (sscanf(tile, "%d,%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3], &t[4]) != 5 || t[0] <= 0 || t[1] <= 0 ||
+            t[2] <= 0 || t[3] <= 0 || t[4] <= 0 || t[0] % t[3] || t[1] % t[4]) {
+            pt_set_error("PT_OPENCL_GEMM_TILE '%s': expected TM,TN,TK,RM,RN with RM dividing TM and RN dividing TN",
+                         tile);
+            return -1;
+        }
+        o->tm = t[0]; o->tn = t[1]; o->tk = t[2]; o->rm = t[3]; o->rn = t[4];
+    }
+    // Correctly rounded sqrt and division where the device offers them (AdamW
+    // and RMSNorm then match cpu-ref's IEEE results); never fast-relaxed math.
+    cl_device_fp_config fp = 0;
+    clGetDeviceInfo(o->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+    // NT GEMM vector width: PT_OPENCL_NT_VEC (4, 8, 16), default 16 (PoCL on AVX-512: 2x of 4)
+    const char *nv = getenv("PT_OPENCL_NT_VEC");
+    const int ntv = nv && (!strcmp(nv, "4") || !strcmp(nv, "8")) ? atoi(nv) : 16;
+    snprintf(o->base_opts, sizeof o->base_opts,
+             "-cl-std=CL1.2%s -DTM=%d -DTN=%d -DTK=%d -DRM=%d -DRN=%d -DNTV=%d -DXWG=%d -DSWG=%d",
+             (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", o->tm,
+             o->tn, o->tk, o->rm, o->rn, ntv, XWG, SWG);
+    return 0;
+}
+
+// The kernels of the base program (shape-specialised ones are built on use).
+static void get_kernels(ocl *o) {
+    o->k_gemm = kernel(o->base, "gemm");
+    o->k_gemm_nt = kernel(o->base, "gemm_nt");
+    o->k_gemm_nn_tn = kernel(o->base, "gemm_nn_tn");
+    o->k_sum_slices = kernel(o->base, "sum_slices");
+    o->k_emb_fwd = kernel(o->base, "embedding_forward");
+    o->k_emb_bwd = kernel(o->base, "embedding_backward");
+    o->k_rms_fwd = kernel(o->base, "rmsnorm_forward");
+    o->k_rms_bwd_dinp = kernel(o->base, "rmsnorm_backward_dinp");
+    o->k_rms_bwd_dw = kernel(o->base, "rmsnorm_backward_dw");
+    o->k_swiglu_fwd = kernel(o->base, "swiglu_forward");
+    o->k_swiglu_bwd = kernel(o->base, "swiglu_backward");
+    o->k_add = kernel(o->base, "add");
+    o->k_scale = kernel(o->base, "scale");
+    o->k_adamw = kernel(o->base, "adamw");
+    o->k_sumsq = kernel(o->base, "sum_squares");
+    o->k_xent = kernel(o->base, "xent_rows");
+    o->k_round_bf16 = kernel(o->base, "round_bf16");
+}
+
 pt_backend *pt_backend_opencl_create(const char *suffix) {
     cl_platform_id plat;
     cl_device_id dev;
@@ -859,98 +955,23 @@ pt_backend *pt_backend_opencl_create(const char *suffix) {
         ocl_destroy(be);
         return NULL;
     }
-    char name[256], vendor[256], ver[256], drv[256], pname[256] = "", pver[256] = "";
-    str_info(o->device, CL_DEVICE_NAME, name, sizeof name);
-    str_info(o->device, CL_DEVICE_VENDOR, vendor, sizeof vendor);
-    str_info(o->device, CL_DEVICE_VERSION, ver, sizeof ver);
-    str_info(o->device, CL_DRIVER_VERSION, drv, sizeof drv);
-    clGetPlatformInfo(o->platform, CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-    clGetPlatformInfo(o->platform, CL_PLATFORM_VERSION, sizeof pver - 1, pver, NULL);
-    snprintf(o->devkey, sizeof o->devkey, "%s|%s|%s|%s|%s|%s", pname, pver, name, vendor, ver, drv);
-    snprintf(be->device, sizeof be->device, "OpenCL %ld:%ld %s (%s, %s, driver %s)", pi, di, name, pname, ver, drv);
-
-    // GEMM tiles: defaults or PT_OPENCL_GEMM_TILE="TM,TN,TK,RM,RN"
-    o->tm = DEF_TM; o->tn = DEF_TN; o->tk = DEF_TK; o->rm = DEF_RM; o->rn = DEF_RN;
-    const char *tile = getenv("PT_OPENCL_GEMM_TILE");
-    if (tile && *tile) {
-        int t[5];
-        if (sscanf(tile, "%d,%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3], &t[4]) != 5 || t[0] <= 0 || t[1] <= 0 ||
-            t[2] <= 0 || t[3] <= 0 || t[4] <= 0 || t[0] % t[3] || t[1] % t[4]) {
-            pt_set_error("PT_OPENCL_GEMM_TILE '%s': expected TM,TN,TK,RM,RN with RM dividing TM and RN dividing TN",
-                         tile);
-            ocl_destroy(be);
-            return NULL;
-        }
-        o->tm = t[0]; o->tn = t[1]; o->tk = t[2]; o->rm = t[3]; o->rn = t[4];
+    describe(be, o, pi, di);
+    if (set_build_options(o) != 0) {
+        ocl_destroy(be);
+        return NULL;
     }
-    // Correctly rounded sqrt and division where the device offers them (AdamW
-    // and RMSNorm then match cpu-ref's IEEE results); never fast-relaxed math.
-    cl_device_fp_config fp = 0;
-    clGetDeviceInfo(o->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    // NT GEMM vector width: PT_OPENCL_NT_VEC (4, 8, 16), default 16 (PoCL on AVX-512: 2x of 4)
-    const char *nv = getenv("PT_OPENCL_NT_VEC");
-    const int ntv = nv && (!strcmp(nv, "4") || !strcmp(nv, "8")) ? atoi(nv) : 16;
-    snprintf(o->base_opts, sizeof o->base_opts,
-             "-cl-std=CL1.2%s -DTM=%d -DTN=%d -DTK=%d -DRM=%d -DRN=%d -DNTV=%d -DXWG=%d -DSWG=%d",
-             (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", o->tm,
-             o->tn, o->tk, o->rm, o->rn, ntv, XWG, SWG);
     cache_dir(o->cache_dir, sizeof o->cache_dir);
     o->base = build_program(o, o->base_opts);
     if (!o->base) {
         ocl_destroy(be);
         return NULL;
     }
-    o->k_gemm = kernel(o->base, "gemm");
-    o->k_gemm_nt = kernel(o->base, "gemm_nt");
-    o->k_gemm_nn_tn = kernel(o->base, "gemm_nn_tn");
-    o->k_sum_slices = kernel(o->base, "sum_slices");
+    get_kernels(o);
     const char *gk = getenv("PT_OPENCL_GEMM");
     o->tiled_gemm = gk && !strcmp(gk, "tiled");
-    o->k_emb_fwd = kernel(o->base, "embedding_forward");
-    o->k_emb_bwd = kernel(o->base, "embedding_backward");
-    o->k_rms_fwd = kernel(o->base, "rmsnorm_forward");
-    o->k_rms_bwd_dinp = kernel(o->base, "rmsnorm_backward_dinp");
-    o->k_rms_bwd_dw = kernel(o->base, "rmsnorm_backward_dw");
-    o->k_swiglu_fwd = kernel(o->base, "swiglu_forward");
-    o->k_swiglu_bwd = kernel(o->base, "swiglu_backward");
-    o->k_add = kernel(o->base, "add");
-    o->k_scale = kernel(o->base, "scale");
-    o->k_adamw = kernel(o->base, "adamw");
-    o->k_sumsq = kernel(o->base, "sum_squares");
-    o->k_xent = kernel(o->base, "xent_rows");
-    o->k_round_bf16 = kernel(o->base, "round_bf16");
-
     be->name = "opencl";
     be->host_memory = false;
-    be->alloc = ocl_alloc_fn;
-    be->free = ocl_free_fn;
-    be->upload = ocl_upload;
-    be->download = ocl_download;
-    be->copy = ocl_copy;
-    be->zero = ocl_zero;
-    be->synchronize = ocl_sync;
-    be->destroy = ocl_destroy;
-    be->embedding_forward = ocl_embedding_forward;
-    be->embedding_backward = ocl_embedding_backward;
-    be->matmul_forward = ocl_matmul_forward;
-    be->matmul_backward = ocl_matmul_backward;
-    be->rmsnorm_forward = ocl_rmsnorm_forward;
-    be->rmsnorm_backward = ocl_rmsnorm_backward;
-    be->rope_forward = ocl_rope_forward;
-    be->rope_backward = ocl_rope_backward;
-    be->attention_saved_floats = ocl_attention_saved_floats;
-    be->attention_forward = ocl_attention_forward;
-    be->attention_backward = ocl_attention_backward;
-    be->swiglu_forward = ocl_swiglu_forward;
-    be->swiglu_backward = ocl_swiglu_backward;
-    be->add = ocl_add;
-    be->lm_head_xent = ocl_lm_head_xent;
-    be->sum_squares = ocl_sum_squares;
-    be->scale = ocl_scale;
-    be->adamw = ocl_adamw;
-    // bf16: rounding kernels only; the model runs the fp32 matmuls on bf16-exact operands
-    be->round_bf16 = ocl_round_bf16;
-    be->compile_stats = ocl_compile_stats;
+    be->ops = &opencl_ops;
     return be;
 }
 #endif  // PT_HAVE_OPENCL

@@ -179,8 +179,8 @@ static int bench(int argc, char **argv) {
     qwen3_init_weights(&m, 1);
     pt_adamw opt;
     pt_adamw_init(&opt, &m);
-    be->copy(be, opt.m, m.params, sizeof(real_t) * m.num_params);
-    be->copy(be, opt.v, m.params, sizeof(real_t) * m.num_params);
+    be->ops->copy(be, opt.m, m.params, sizeof(real_t) * m.num_params);
+    be->ops->copy(be, opt.v, m.params, sizeof(real_t) * m.num_params);
     double *save = pt_calloc(reps, sizeof(double)), *load = pt_calloc(reps, sizeof(double));
     uint64_t bytes = 0;
     int rc = 0;

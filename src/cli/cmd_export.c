@@ -112,7 +112,7 @@ int cmd_export(int argc, char **argv) {
         rc = ckpt_read(c, name, t->ndim, off, t->shape, host + t->offset);
     }
     if (!rc) {
-        be->upload(be, m.params, host, sizeof(float) * m.num_params);
+        be->ops->upload(be, m.params, host, sizeof(float) * m.num_params);
         rc = hf_model_save(&m, out, dtype, (uint64_t)max_shard);
     }
     if (!rc) {

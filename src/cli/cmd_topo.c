@@ -118,7 +118,7 @@ static int cost(const topo_opts *t, const qwen3_config *cfg, const pt_mesh *mesh
     if (!be) return -1;
     const qwen3_config *lc = &c->plan.local;
     c->act_b = (double)qwen3_activation_bytes(
-        lc, t->B, t->S, be->attention_saved_floats(be, t->B, t->S, lc->num_attention_heads, lc->head_dim), ac_policy,
+        lc, t->B, t->S, be->ops->attention_saved_floats(be, t->B, t->S, lc->num_attention_heads, lc->head_dim), ac_policy,
         ac_every);
     c->device_memory = !be->host_memory;
     pt_backend_destroy(be);

@@ -92,9 +92,9 @@ static void dev_allreduce(pt_parallel *P, pt_comm *c, real_t *x, size_t n) {
         return;
     }
     float *h = host_buf(P, 0, n);
-    P->be->download(P->be, h, x, n * sizeof(float));
+    P->be->ops->download(P->be, h, x, n * sizeof(float));
     pt_comm_allreduce(c, h, n, PT_COLL_ALLREDUCE);
-    P->be->upload(P->be, x, h, n * sizeof(float));
+    P->be->ops->upload(P->be, x, h, n * sizeof(float));
 }
 
 // All-gather (send n, receive W x n) or reduce-scatter (send W x n, receive n)
@@ -113,9 +113,9 @@ static void dev_gather_scatter(pt_parallel *P, pt_comm *c, int gather, const rea
     }
     const size_t W = (size_t)pt_comm_size(c), ns = gather ? n : n * W, nr = gather ? n * W : n;
     float *hs = host_buf(P, 0, n * W), *hr = host_buf(P, 1, n * W);
-    P->be->download(P->be, hs, send, ns * sizeof(float));
+    P->be->ops->download(P->be, hs, send, ns * sizeof(float));
     op(c, hs, hr, n);
-    P->be->upload(P->be, recv, hr, nr * sizeof(float));
+    P->be->ops->upload(P->be, recv, hr, nr * sizeof(float));
 }
 #define dev_allgather(P, c, send, recv, n) dev_gather_scatter(P, c, 1, send, recv, n)
 #define dev_reduce_scatter(P, c, send, recv, n) dev_gather_scatter(P, c, 0, send, recv, n)
@@ -146,7 +146,7 @@ static void hook_gather(void *ctx, qwen3_model *m, int unit) {
             for (int f = 0; f < F; f++) {
                 const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
                 if (r1 <= r0) continue;
-                be->copy(be, P->slot_p[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
+                be->ops->copy(be, P->slot_p[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
                          P->staging + (size_t)f * un + (t->shard_offset - uo),
                          sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1]);
             }
@@ -171,22 +171,22 @@ static void hook_grads_ready(void *ctx, qwen3_model *m, int unit) {
     if (unit_direct(P, unit)) {
         dev_reduce_scatter(P, P->fsdp_c, P->slot_g[s], P->recv, un);
     } else {
-        be->zero(be, P->staging, sizeof(real_t) * F * un);
+        be->ops->zero(be, P->staging, sizeof(real_t) * F * un);
         for (int i = 0; i < pl->nt; i++) {
             const pt_plan_tensor *t = &pl->t[i];
             if (t->unit != unit) continue;
             for (int f = 0; f < F; f++) {
                 const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
                 if (r1 <= r0) continue;
-                be->copy(be, P->staging + (size_t)f * un + (t->shard_offset - uo),
+                be->ops->copy(be, P->staging + (size_t)f * un + (t->shard_offset - uo),
                          P->slot_g[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
                          sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1]);
             }
         }
         dev_reduce_scatter(P, P->fsdp_c, P->staging, P->recv, un);
     }
-    be->add(be, P->g + uo, P->g + uo, P->recv, un);
-    be->zero(be, P->slot_g[s], sizeof(real_t) * P->slot_n[s]);
+    be->ops->add(be, P->g + uo, P->g + uo, P->recv, un);
+    be->ops->zero(be, P->slot_g[s], sizeof(real_t) * P->slot_n[s]);
 }
 
 // ---------------------------------------------------------------- tensor parallel
@@ -207,13 +207,13 @@ static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, 
     pt_backend *be = P->be;
     const int T = P->mesh.tp;
     if (N > P->xent_n) {
-        if (P->xent_lg) be->free(be, P->xent_lg);
+        if (P->xent_lg) be->ops->free(be, P->xent_lg);
         free(P->xent_host);
         free(P->xent_tg);
         free(P->xent_stats);
         free(P->xent_all);
         free(P->xent_lse);
-        P->xent_lg = be->alloc(be, sizeof(real_t) * (size_t)XENT_ROWS * V);
+        P->xent_lg = be->ops->alloc(be, sizeof(real_t) * (size_t)XENT_ROWS * V);
         P->xent_host = be->host_memory ? NULL : pt_malloc(sizeof(float) * (size_t)XENT_ROWS * V);
         P->xent_tg = pt_malloc(sizeof(int32_t) * N);
         P->xent_stats = pt_malloc(sizeof(double) * 3 * N);
@@ -222,14 +222,14 @@ static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, 
         P->xent_n = N;
     }
     int32_t *tg = P->xent_tg;
-    be->download(be, tg, targets, sizeof(int32_t) * N);
+    be->ops->download(be, tg, targets, sizeof(int32_t) * N);
     double *st = P->xent_stats;
     for (int n0 = 0; n0 < N; n0 += XENT_ROWS) {
         const int rc = PT_MIN(XENT_ROWS, N - n0);
-        be->matmul_forward(be, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
+        be->ops->matmul_forward(be, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
         const float *lg = P->xent_lg;
         if (!be->host_memory) {
-            be->download(be, P->xent_host, P->xent_lg, sizeof(float) * (size_t)rc * V);
+            be->ops->download(be, P->xent_host, P->xent_lg, sizeof(float) * (size_t)rc * V);
             lg = P->xent_host;
         }
         for (int r = 0; r < rc; r++) {
@@ -269,10 +269,10 @@ static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, 
     if (!dinp) return;
     for (int n0 = 0; n0 < N; n0 += XENT_ROWS) {
         const int rc = PT_MIN(XENT_ROWS, N - n0);
-        be->matmul_forward(be, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
+        be->ops->matmul_forward(be, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
         float *lg = P->xent_lg;
         if (!be->host_memory) {
-            be->download(be, P->xent_host, P->xent_lg, sizeof(float) * (size_t)rc * V);
+            be->ops->download(be, P->xent_host, P->xent_lg, sizeof(float) * (size_t)rc * V);
             lg = P->xent_host;
         }
         for (int r = 0; r < rc; r++) {
@@ -286,9 +286,9 @@ static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, 
             for (int v = 0; v < V; v++) l[v] = (float)exp((double)l[v] - lse) * scale;
             if (t >= 0) l[t] -= scale;
         }
-        if (!be->host_memory) be->upload(be, P->xent_lg, P->xent_host, sizeof(float) * (size_t)rc * V);
-        be->zero(be, dinp + (size_t)n0 * C, sizeof(real_t) * (size_t)rc * C);
-        be->matmul_backward(be, dinp + (size_t)n0 * C, dw, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
+        if (!be->host_memory) be->ops->upload(be, P->xent_lg, P->xent_host, sizeof(float) * (size_t)rc * V);
+        be->ops->zero(be, dinp + (size_t)n0 * C, sizeof(real_t) * (size_t)rc * C);
+        be->ops->matmul_backward(be, dinp + (size_t)n0 * C, dw, P->xent_lg, inp + (size_t)n0 * C, w, rc, C, V);
     }
 }
 
@@ -340,25 +340,25 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
         }
         P->hooks.gather = hook_gather;
         P->hooks.grads_ready = hook_grads_ready;
-        P->p = be->alloc(be, sizeof(real_t) * pl->shard_numel);
-        P->g = be->alloc(be, sizeof(real_t) * pl->shard_numel);
+        P->p = be->ops->alloc(be, sizeof(real_t) * pl->shard_numel);
+        P->g = be->ops->alloc(be, sizeof(real_t) * pl->shard_numel);
         size_t stage = 0, recv = 0;
         pt_plan_slots(pl, P->slot_n, &stage, &recv);
         for (int s = 0; s < SLOTS; s++)
             if (P->slot_n[s]) {
-                P->slot_p[s] = be->alloc(be, sizeof(real_t) * P->slot_n[s]);
-                P->slot_g[s] = be->alloc(be, sizeof(real_t) * P->slot_n[s]);
+                P->slot_p[s] = be->ops->alloc(be, sizeof(real_t) * P->slot_n[s]);
+                P->slot_g[s] = be->ops->alloc(be, sizeof(real_t) * P->slot_n[s]);
             }
-        P->staging = be->alloc(be, sizeof(real_t) * PT_MAX(stage, 16));
-        P->recv = be->alloc(be, sizeof(real_t) * PT_MAX(recv, 16));
+        P->staging = be->ops->alloc(be, sizeof(real_t) * PT_MAX(stage, 16));
+        P->recv = be->ops->alloc(be, sizeof(real_t) * PT_MAX(recv, 16));
         // Views start on the slots; every gather rebinds its unit.
         for (int u = 0; u < pl->nunits; u++) {
             const int s = slot_of(P, u);
             qwen3_bind_unit(&P->m, u, P->slot_p[s], P->slot_g[s]);
         }
     }
-    P->mo = be->alloc(be, sizeof(real_t) * pl->shard_numel);
-    P->vo = be->alloc(be, sizeof(real_t) * pl->shard_numel);
+    P->mo = be->ops->alloc(be, sizeof(real_t) * pl->shard_numel);
+    P->vo = be->ops->alloc(be, sizeof(real_t) * pl->shard_numel);
     P->m.par = &P->hooks;
     return P;
 }
@@ -367,18 +367,18 @@ void pt_parallel_free(pt_parallel *P) {
     if (!P) return;
     pt_backend *be = P->be;
     if (P->mesh.fsdp > 1) {
-        if (P->p) be->free(be, P->p);
-        if (P->g) be->free(be, P->g);
+        if (P->p) be->ops->free(be, P->p);
+        if (P->g) be->ops->free(be, P->g);
         for (int s = 0; s < SLOTS; s++) {
-            if (P->slot_p[s]) be->free(be, P->slot_p[s]);
-            if (P->slot_g[s]) be->free(be, P->slot_g[s]);
+            if (P->slot_p[s]) be->ops->free(be, P->slot_p[s]);
+            if (P->slot_g[s]) be->ops->free(be, P->slot_g[s]);
         }
-        if (P->staging) be->free(be, P->staging);
-        if (P->recv) be->free(be, P->recv);
+        if (P->staging) be->ops->free(be, P->staging);
+        if (P->recv) be->ops->free(be, P->recv);
     }
-    if (P->mo) be->free(be, P->mo);
-    if (P->vo) be->free(be, P->vo);
-    if (P->xent_lg) be->free(be, P->xent_lg);
+    if (P->mo) be->ops->free(be, P->mo);
+    if (P->vo) be->ops->free(be, P->vo);
+    if (P->xent_lg) be->ops->free(be, P->xent_lg);
     free(P->xent_host);
     free(P->xent_tg);
     free(P->xent_stats);
@@ -442,7 +442,7 @@ int pt_parallel_load_tensor(pt_parallel *P, const char *name, int64_t row0, int6
 
 void pt_parallel_load_done(pt_parallel *P) {
     if (P->load_stage) {
-        P->be->upload(P->be, P->p, P->load_stage, sizeof(float) * P->plan.shard_numel);
+        P->be->ops->upload(P->be, P->p, P->load_stage, sizeof(float) * P->plan.shard_numel);
         free(P->load_stage);
         P->load_stage = NULL;
     }
@@ -452,7 +452,7 @@ void pt_parallel_load_done(pt_parallel *P) {
 
 // ---------------------------------------------------------------- the step
 
-void pt_parallel_zero_grads(pt_parallel *P) { P->be->zero(P->be, P->g, sizeof(real_t) * P->plan.shard_numel); }
+void pt_parallel_zero_grads(pt_parallel *P) { P->be->ops->zero(P->be, P->g, sizeof(real_t) * P->plan.shard_numel); }
 
 void pt_parallel_finish_grads(pt_parallel *P) {
     if (P->mesh.fsdp == 1 && P->mesh.tp > 1)
@@ -475,7 +475,7 @@ static double global_sum_squares(pt_parallel *P, const real_t *buf) {
         const pt_plan_tensor *t = &P->plan.t[i];
         if (!counts_once(P, t)) continue;
         double ss = 0;
-        P->be->sum_squares(P->be, &ss, buf + t->shard_offset, (size_t)t->sshape[0] * t->sshape[1]);
+        P->be->ops->sum_squares(P->be, &ss, buf + t->shard_offset, (size_t)t->sshape[0] * t->sshape[1]);
         local += ss;
     }
     double total;
@@ -488,7 +488,7 @@ double pt_parallel_grad_norm(pt_parallel *P) { return sqrt(global_sum_squares(P,
 void pt_parallel_clip(pt_parallel *P, double total_norm, double max_norm) {
     if (!(max_norm > 0)) return;
     float coef = (float)max_norm / ((float)total_norm + 1e-6f);
-    if (coef < 1.0f) P->be->scale(P->be, P->g, coef, P->plan.shard_numel);
+    if (coef < 1.0f) P->be->ops->scale(P->be, P->g, coef, P->plan.shard_numel);
 }
 
 void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float eps, float wd, int t_step) {
@@ -496,7 +496,7 @@ void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float
         const pt_plan_tensor *t = &P->plan.t[i];
         const size_t n = (size_t)t->sshape[0] * t->sshape[1], o = t->shard_offset;
         if (!n) continue;
-        P->be->adamw(P->be, P->p + o, P->g + o, P->mo + o, P->vo + o, n, lr, beta1, beta2, eps, t->decays ? wd : 0.0f,
+        P->be->ops->adamw(P->be, P->p + o, P->g + o, P->mo + o, P->vo + o, n, lr, beta1, beta2, eps, t->decays ? wd : 0.0f,
                      t_step);
     }
     for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;  // the gathered copies are stale now
@@ -507,7 +507,7 @@ int pt_parallel_all_finite(pt_parallel *P, int include_moments) {
     double local = 0;
     for (int b = 0; b < (include_moments ? 3 : 1); b++) {
         double ss = 0;
-        P->be->sum_squares(P->be, &ss, bufs[b], P->plan.shard_numel);
+        P->be->ops->sum_squares(P->be, &ss, bufs[b], P->plan.shard_numel);
         local += isfinite(ss) ? 0.0 : 1.0;
     }
     double total;
@@ -540,7 +540,7 @@ int pt_parallel_save(pt_parallel *P, const char *output_dir, long step, const cJ
     } else {
         host = pt_malloc(sizeof(float) * np * 3);
         for (int b = 0; b < 3; b++) {
-            P->be->download(P->be, host + b * np, bufs[b], sizeof(float) * np);
+            P->be->ops->download(P->be, host + b * np, bufs[b], sizeof(float) * np);
             src[b] = host + b * np;
         }
     }
@@ -595,7 +595,7 @@ int pt_parallel_load_ckpt(pt_parallel *P, ckpt *c) {
             if (!t->sshape[0]) continue;
             if (ckpt_read(c, name, t->ndim, t->soff, t->sshape, host + b * np + t->shard_offset) != 0) goto done;
         }
-    for (int b = 0; b < 3; b++) P->be->upload(P->be, bufs[b], host + b * np, sizeof(float) * np);
+    for (int b = 0; b < 3; b++) P->be->ops->upload(P->be, bufs[b], host + b * np, sizeof(float) * np);
     for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
     rc = 0;
 done:
@@ -627,7 +627,7 @@ static int gather_rows(void *ctx, int i, const qwen3_param_info *ft, int64_t row
     const int64_t box[4] = {r0, n ? t->soff[1] : 0, r1 - r0, n ? t->sshape[1] : 0};
     memcpy(msg, box, 32);
     if (n)
-        P->be->download(P->be, msg + 32, P->p + t->shard_offset + (size_t)(r0 - t->soff[0]) * t->sshape[1],
+        P->be->ops->download(P->be, msg + 32, P->p + t->shard_offset + (size_t)(r0 - t->soff[0]) * t->sshape[1],
                         n * sizeof(real_t));
     char *all = NULL;
     pt_comm_gather_bytes(P->world_c, msg, 32 + n * sizeof(real_t), 0, &all, g->counts);

@@ -234,7 +234,7 @@ int hf_model_load_weights(qwen3_model *m, const char *dir) {
     real_t *host = m->be->host_memory ? m->params : pt_calloc(m->num_params, sizeof(real_t));
     const int rc = stream(m, dir, host, NULL, NULL, 1);
     if (rc == 0) {
-        if (host != m->params) m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+        if (host != m->params) m->be->ops->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
         qwen3_params_changed(m);
     }
     if (host != m->params) free(host);
@@ -459,7 +459,7 @@ static int fetch_from_model(void *ctx, int i, const qwen3_param_info *t, int64_t
     (void)i;
     const qwen3_model *m = ctx;
     const size_t cols = (size_t)t->shape[1];
-    m->be->download(m->be, out, m->params + t->offset + (size_t)row0 * cols, sizeof(real_t) * (size_t)nrows * cols);
+    m->be->ops->download(m->be, out, m->params + t->offset + (size_t)row0 * cols, sizeof(real_t) * (size_t)nrows * cols);
     return 0;
 }
 

@@ -79,7 +79,7 @@ static int create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be, int a
     m->layers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
     m->dlayers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
     if (alloc_params) {
-        m->params = be->alloc(be, sizeof(real_t) * m->num_params);
+        m->params = be->ops->alloc(be, sizeof(real_t) * m->num_params);
         bind_views(m, m->params, &m->embed, &m->final_norm, &m->lm_head, m->layers);
     }
     return 0;
@@ -107,7 +107,7 @@ int qwen3_set_precision(qwen3_model *m, const char *precision) {
         pt_set_error("precision \"%s\" is not fp32 or bf16", precision);
         return -1;
     }
-    if (!be->round_bf16) {
+    if (!be->ops->round_bf16) {
         pt_set_error("backend %s has no bf16 path (precision bf16)", be->name);
         return -1;
     }
@@ -117,9 +117,9 @@ int qwen3_set_precision(qwen3_model *m, const char *precision) {
     }
     m->bf16 = 1;
     be->bf16_casts = true;
-    m->wparams = be->alloc(be, sizeof(real_t) * m->num_params);
-    if (be->pack_bf16 && be->matmul_forward_bf16 && be->matmul_backward_bf16 && be->lm_head_xent_bf16)
-        m->wpacked = be->alloc(be, sizeof(uint16_t) * m->num_params);
+    m->wparams = be->ops->alloc(be, sizeof(real_t) * m->num_params);
+    if (be->ops->pack_bf16 && be->ops->matmul_forward_bf16 && be->ops->matmul_backward_bf16 && be->ops->lm_head_xent_bf16)
+        m->wpacked = be->ops->alloc(be, sizeof(uint16_t) * m->num_params);
     bind_views(m, m->wparams, &m->embed, &m->final_norm, &m->lm_head, m->layers);
     m->wparams_stale = 1;
     return 0;
@@ -131,8 +131,8 @@ void qwen3_params_changed(qwen3_model *m) { m->wparams_stale = 1; }
 static void refresh_working_weights(qwen3_model *m) {
     if (!m->bf16 || !m->wparams_stale) return;
     pt_backend *be = m->be;
-    be->round_bf16(be, m->wparams, m->params, m->num_params);
-    if (m->wpacked) be->pack_bf16(be, m->wpacked, m->wparams, m->num_params);
+    be->ops->round_bf16(be, m->wparams, m->params, m->num_params);
+    if (m->wpacked) be->ops->pack_bf16(be, m->wpacked, m->wparams, m->num_params);
     m->wparams_stale = 0;
 }
 
@@ -217,15 +217,15 @@ void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grad
 
 void qwen3_alloc_grads(qwen3_model *m) {
     if (m->grads) return;
-    m->grads = m->be->alloc(m->be, sizeof(real_t) * m->num_params);
+    m->grads = m->be->ops->alloc(m->be, sizeof(real_t) * m->num_params);
     bind_views(m, m->grads, &m->dembed, &m->dfinal_norm, &m->dlm_head, m->dlayers);
 }
 
 static void free_activations(qwen3_model *m) {
     pt_backend *be = m->be;
-    if (m->act_memory) be->free(be, m->act_memory);
-    if (m->ids) be->free(be, m->ids);
-    if (m->targets) be->free(be, m->targets);
+    if (m->act_memory) be->ops->free(be, m->act_memory);
+    if (m->ids) be->ops->free(be, m->ids);
+    if (m->targets) be->ops->free(be, m->targets);
     free(m->acts);
     free(m->host_ids);
     free(m->host_targets);
@@ -239,10 +239,10 @@ static void free_activations(qwen3_model *m) {
 void qwen3_free(qwen3_model *m) {
     if (!m->be) return;
     free_activations(m);
-    if (m->params) m->be->free(m->be, m->params);
-    if (m->grads) m->be->free(m->be, m->grads);
-    if (m->wparams) m->be->free(m->be, m->wparams);
-    if (m->wpacked) m->be->free(m->be, m->wpacked);
+    if (m->params) m->be->ops->free(m->be, m->params);
+    if (m->grads) m->be->ops->free(m->be, m->grads);
+    if (m->wparams) m->be->ops->free(m->be, m->wparams);
+    if (m->wpacked) m->be->ops->free(m->be, m->wpacked);
     free(m->tensors);
     free(m->layers);
     free(m->dlayers);
@@ -364,21 +364,21 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
     const size_t N = (size_t)B * T, H = c->num_attention_heads, D = c->head_dim;
-    const size_t S = be->attention_saved_floats(be, B, T, (int)H, (int)D);
+    const size_t S = be->ops->attention_saved_floats(be, B, T, (int)H, (int)D);
     m->act_bytes = carve_activations(m, B, T, S, 0) * sizeof(real_t);
-    m->act_memory = be->alloc(be, m->act_bytes);
+    m->act_memory = be->ops->alloc(be, m->act_bytes);
     carve_activations(m, B, T, S, (uintptr_t)m->act_memory);
-    m->ids = be->alloc(be, sizeof(int32_t) * N);
-    m->targets = be->alloc(be, sizeof(int32_t) * N);
+    m->ids = be->ops->alloc(be, sizeof(int32_t) * N);
+    m->targets = be->ops->alloc(be, sizeof(int32_t) * N);
     m->host_ids = pt_malloc(sizeof(int32_t) * N);
     m->host_targets = pt_malloc(sizeof(int32_t) * N);
     real_t *cs = pt_malloc(sizeof(real_t) * (size_t)T * D), *sn = pt_malloc(sizeof(real_t) * (size_t)T * D);
     rope_tables(c, T, cs, sn);
-    be->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
-    be->upload(be, m->rope_sin, sn, sizeof(real_t) * (size_t)T * D);
+    be->ops->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
+    be->ops->upload(be, m->rope_sin, sn, sizeof(real_t) * (size_t)T * D);
     if (m->bf16) {  // HF: cos.to(x.dtype), sin.to(x.dtype)
-        be->round_bf16(be, m->rope_cos, m->rope_cos, (size_t)T * D);
-        be->round_bf16(be, m->rope_sin, m->rope_sin, (size_t)T * D);
+        be->ops->round_bf16(be, m->rope_cos, m->rope_cos, (size_t)T * D);
+        be->ops->round_bf16(be, m->rope_sin, m->rope_sin, (size_t)T * D);
     }
     free(cs);
     free(sn);
@@ -414,20 +414,20 @@ static void tp_allreduce(qwen3_model *m, real_t *x, size_t n) {
 }
 // Precision bf16: Hugging Face's bf16 model holds this tensor in bf16 here.
 static void cast(qwen3_model *m, real_t *x, size_t n) {
-    if (m->bf16) m->be->round_bf16(m->be, x, x, n);
+    if (m->bf16) m->be->ops->round_bf16(m->be, x, x, n);
 }
 static const uint16_t *packed(const qwen3_model *m, const real_t *w) { return m->wpacked + (w - m->wparams); }
 // Linear layer; under bf16 the output is a bf16 tensor (fp32 accumulation).
 static void linear_forward(qwen3_model *m, real_t *out, const real_t *inp, const real_t *w, int N, int C, int OC) {
     pt_backend *be = m->be;
-    if (m->wpacked) be->matmul_forward_bf16(be, out, inp, w, packed(m, w), N, C, OC);
-    else be->matmul_forward(be, out, inp, w, N, C, OC);
+    if (m->wpacked) be->ops->matmul_forward_bf16(be, out, inp, w, packed(m, w), N, C, OC);
+    else be->ops->matmul_forward(be, out, inp, w, N, C, OC);
 }
 static void linear_backward(qwen3_model *m, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
                             const real_t *w, int N, int C, int OC) {
     pt_backend *be = m->be;
-    if (m->wpacked) be->matmul_backward_bf16(be, dinp, dw, dout, inp, w, packed(m, w), N, C, OC);
-    else be->matmul_backward(be, dinp, dw, dout, inp, w, N, C, OC);
+    if (m->wpacked) be->ops->matmul_backward_bf16(be, dinp, dw, dout, inp, w, packed(m, w), N, C, OC);
+    else be->ops->matmul_backward(be, dinp, dw, dout, inp, w, N, C, OC);
 }
 
 // The tied lm_head is the embedding: unit 0 again.
@@ -440,10 +440,10 @@ static void lm_head_xent(qwen3_model *m, double *loss_sum, real_t *dinp, real_t 
     if (m->par && m->par->tp_size > 1)
         m->par->tp_lm_head_xent(m->par->ctx, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
     else if (m->wpacked)
-        be->lm_head_xent_bf16(be, loss_sum, dinp, dw, m->lnf, m->lm_head, packed(m, m->lm_head), m->targets, N, C, V,
+        be->ops->lm_head_xent_bf16(be, loss_sum, dinp, dw, m->lnf, m->lm_head, packed(m, m->lm_head), m->targets, N, C, V,
                               scale);
     else
-        be->lm_head_xent(be, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
+        be->ops->lm_head_xent(be, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
 }
 
 // One decoder layer forward: res_out = layer(a->res_in). With `for_backward`
@@ -458,36 +458,36 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     qwen3_layer_acts *a = &m->acts[l];
     const qwen3_layer_params *p = &m->layers[l];
     // attention block
-    be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
+    be->ops->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
     linear_forward(m, a->q_raw, a->ln1, p->q, N, C, H * D);
     linear_forward(m, a->k_raw, a->ln1, p->k, N, C, KV * D);
     linear_forward(m, a->v, a->ln1, p->v, N, C, KV * D);
     cast(m, a->q_raw, (size_t)N * H * D);
     cast(m, a->k_raw, (size_t)N * KV * D);
     cast(m, a->v, (size_t)N * KV * D);
-    be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
-    be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
-    be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
-    be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
-    be->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
+    be->ops->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
+    be->ops->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
+    be->ops->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
+    be->ops->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
+    be->ops->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
     cast(m, a->att_out, (size_t)N * H * D);
     linear_forward(m, a->res_mid, a->att_out, p->o, N, H * D, C);
     tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
     cast(m, a->res_mid, (size_t)N * C);
-    be->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
+    be->ops->add(be, a->res_mid, a->res_mid, a->res_in, (size_t)N * C);
     cast(m, a->res_mid, (size_t)N * C);
     // MLP block
-    be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
+    be->ops->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
     linear_forward(m, a->gate, a->ln2, p->gate, N, C, I);
     linear_forward(m, a->up, a->ln2, p->up, N, C, I);
     cast(m, a->gate, (size_t)N * I);
     cast(m, a->up, (size_t)N * I);
-    be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
+    be->ops->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
     if (for_backward) return;
     linear_forward(m, res_out, a->act, p->down, N, I, C);
     tp_allreduce(m, res_out, (size_t)N * C);  // down_proj is row-parallel
     cast(m, res_out, (size_t)N * C);
-    be->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+    be->ops->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
     cast(m, res_out, (size_t)N * C);
 }
 
@@ -501,13 +501,13 @@ static void layer_recompute_cheap(qwen3_model *m, int l, int B, int T) {
     const float eps = (float)c->rms_norm_eps;
     qwen3_layer_acts *a = &m->acts[l];
     const qwen3_layer_params *p = &m->layers[l];
-    be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
-    be->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
-    be->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
-    be->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
-    be->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
-    be->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
-    be->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
+    be->ops->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
+    be->ops->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
+    be->ops->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
+    be->ops->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
+    be->ops->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
+    be->ops->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
+    be->ops->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
 }
 
 // Shared forward up to the final norm (output in m->lnf).
@@ -517,7 +517,7 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
     const int N = B * T, C = c->hidden_size;
     const float eps = (float)c->rms_norm_eps;
     gather(m, 0);
-    be->embedding_forward(be, m->acts[0].res_in, m->ids, m->embed, N, C);
+    be->ops->embedding_forward(be, m->acts[0].res_in, m->ids, m->embed, N, C);
     tp_allreduce(m, m->acts[0].res_in, (size_t)N * C);  // each rank looked up its vocabulary rows
     for (int l = 0; l < c->num_hidden_layers; l++) {
         gather(m, l + 1);
@@ -525,7 +525,7 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
         layer_forward(m, l, B, T, res_out, 0);
     }
     gather(m, c->num_hidden_layers + 1);
-    be->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
+    be->ops->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
 }
 
 static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int *num_targets) {
@@ -550,8 +550,8 @@ static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, i
             targets = m->host_targets;
         }
     }
-    m->be->upload(m->be, m->ids, ids, sizeof(int32_t) * N);
-    if (targets) m->be->upload(m->be, m->targets, targets, sizeof(int32_t) * N);
+    m->be->ops->upload(m->be, m->ids, ids, sizeof(int32_t) * N);
+    if (targets) m->be->ops->upload(m->be, m->targets, targets, sizeof(int32_t) * N);
     if (num_targets) *num_targets = count;
     return 0;
 }
@@ -568,18 +568,18 @@ int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, in
     forward_trunk(m, B, T);
     gather_lm_head(m);
     if (logits_out) {
-        real_t *lg = be->alloc(be, sizeof(real_t) * (size_t)N * V);
+        real_t *lg = be->ops->alloc(be, sizeof(real_t) * (size_t)N * V);
         linear_forward(m, lg, m->lnf, m->lm_head, N, C, V);
         cast(m, lg, (size_t)N * V);  // HF's bf16 logits
         if (sizeof(real_t) == sizeof(float)) {
-            be->download(be, logits_out, lg, sizeof(float) * (size_t)N * V);
+            be->ops->download(be, logits_out, lg, sizeof(float) * (size_t)N * V);
         } else {
             real_t *tmp = pt_malloc(sizeof(real_t) * (size_t)N * V);
-            be->download(be, tmp, lg, sizeof(real_t) * (size_t)N * V);
+            be->ops->download(be, tmp, lg, sizeof(real_t) * (size_t)N * V);
             for (size_t i = 0; i < (size_t)N * V; i++) logits_out[i] = (float)tmp[i];
             free(tmp);
         }
-        be->free(be, lg);
+        be->ops->free(be, lg);
     }
     if (targets && loss_sum) lm_head_xent(m, loss_sum, NULL, NULL, N, 0.0f);
     return 0;
@@ -600,8 +600,8 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
     tp_allreduce(m, m->d_ln, (size_t)N * C);  // vocabulary-parallel lm_head: partial d(lnf)
     cast(m, m->d_ln, (size_t)N * C);
     gather(m, c->num_hidden_layers + 1);
-    be->zero(be, m->d_res, sizeof(real_t) * (size_t)N * C);
-    be->rmsnorm_backward(be, m->d_res, m->dfinal_norm, m->d_ln, m->res_final, m->final_norm, m->lnf_rstd, N, C);
+    be->ops->zero(be, m->d_res, sizeof(real_t) * (size_t)N * C);
+    be->ops->rmsnorm_backward(be, m->d_res, m->dfinal_norm, m->d_ln, m->res_final, m->final_norm, m->lnf_rstd, N, C);
     cast(m, m->d_res, (size_t)N * C);
     grads_ready(m, c->num_hidden_layers + 1);
     // Under bf16 every activation gradient below is a bf16 tensor (cast after
@@ -615,48 +615,48 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         const qwen3_layer_params *p = &m->layers[l];
         const qwen3_layer_params *dp = &m->dlayers[l];
         // d_res = d(res_out). MLP: res_out = res_mid + down(silu(gate) * up)
-        be->zero(be, m->d_act, sizeof(real_t) * (size_t)N * I);
+        be->ops->zero(be, m->d_act, sizeof(real_t) * (size_t)N * I);
         linear_backward(m, m->d_act, dp->down, m->d_res, a->act, p->down, N, I, C);
         cast(m, m->d_act, (size_t)N * I);
-        be->swiglu_backward(be, m->d_gate, m->d_up, m->d_act, a->gate, a->up, (size_t)N * I);
+        be->ops->swiglu_backward(be, m->d_gate, m->d_up, m->d_act, a->gate, a->up, (size_t)N * I);
         cast(m, m->d_gate, (size_t)N * I);
         cast(m, m->d_up, (size_t)N * I);
-        be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
+        be->ops->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
         linear_backward(m, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
         linear_backward(m, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
         tp_allreduce(m, m->d_ln, (size_t)N * C);  // gate/up are column-parallel: partial d(ln2)
         cast(m, m->d_ln, (size_t)N * C);
-        be->rmsnorm_backward(be, m->d_res, dp->post_norm, m->d_ln, a->res_mid, p->post_norm, a->ln2_rstd, N, C);
+        be->ops->rmsnorm_backward(be, m->d_res, dp->post_norm, m->d_ln, a->res_mid, p->post_norm, a->ln2_rstd, N, C);
         cast(m, m->d_res, (size_t)N * C);
         // d_res = d(res_mid). Attention: res_mid = res_in + o(attn(...))
-        be->zero(be, m->d_att, sizeof(real_t) * (size_t)N * H * D);
+        be->ops->zero(be, m->d_att, sizeof(real_t) * (size_t)N * H * D);
         linear_backward(m, m->d_att, dp->o, m->d_res, a->att_out, p->o, N, H * D, C);
         cast(m, m->d_att, (size_t)N * H * D);
-        be->attention_backward(be, m->d_q, m->d_k, m->d_v, m->d_att, a->q, a->k, a->v, a->att_out, a->att_saved,
+        be->ops->attention_backward(be, m->d_q, m->d_k, m->d_v, m->d_att, a->q, a->k, a->v, a->att_out, a->att_saved,
                                B, T, H, KV, D);
-        be->rope_backward(be, m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D);
-        be->rope_backward(be, m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, KV, D);
+        be->ops->rope_backward(be, m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D);
+        be->ops->rope_backward(be, m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, KV, D);
         cast(m, m->d_q, (size_t)N * H * D);
         cast(m, m->d_k, (size_t)N * KV * D);
         cast(m, m->d_v, (size_t)N * KV * D);
-        be->zero(be, m->d_qn, sizeof(real_t) * (size_t)N * H * D);
-        be->rmsnorm_backward(be, m->d_qn, dp->q_norm, m->d_q, a->q_raw, p->q_norm, a->q_rstd, N * H, D);
+        be->ops->zero(be, m->d_qn, sizeof(real_t) * (size_t)N * H * D);
+        be->ops->rmsnorm_backward(be, m->d_qn, dp->q_norm, m->d_q, a->q_raw, p->q_norm, a->q_rstd, N * H, D);
         cast(m, m->d_qn, (size_t)N * H * D);
-        be->zero(be, m->d_kn, sizeof(real_t) * (size_t)N * KV * D);
-        be->rmsnorm_backward(be, m->d_kn, dp->k_norm, m->d_k, a->k_raw, p->k_norm, a->k_rstd, N * KV, D);
+        be->ops->zero(be, m->d_kn, sizeof(real_t) * (size_t)N * KV * D);
+        be->ops->rmsnorm_backward(be, m->d_kn, dp->k_norm, m->d_k, a->k_raw, p->k_norm, a->k_rstd, N * KV, D);
         cast(m, m->d_kn, (size_t)N * KV * D);
-        be->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
+        be->ops->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
         linear_backward(m, m->d_ln, dp->q, m->d_qn, a->ln1, p->q, N, C, H * D);
         linear_backward(m, m->d_ln, dp->k, m->d_kn, a->ln1, p->k, N, C, KV * D);
         linear_backward(m, m->d_ln, dp->v, m->d_v, a->ln1, p->v, N, C, KV * D);
         tp_allreduce(m, m->d_ln, (size_t)N * C);  // q/k/v are column-parallel: partial d(ln1)
         cast(m, m->d_ln, (size_t)N * C);
-        be->rmsnorm_backward(be, m->d_res, dp->input_norm, m->d_ln, a->res_in, p->input_norm, a->ln1_rstd, N, C);
+        be->ops->rmsnorm_backward(be, m->d_res, dp->input_norm, m->d_ln, a->res_in, p->input_norm, a->ln1_rstd, N, C);
         cast(m, m->d_res, (size_t)N * C);
         grads_ready(m, l + 1);
     }
     gather(m, 0);
-    be->embedding_backward(be, m->dembed, m->d_res, m->ids, N, C);
+    be->ops->embedding_backward(be, m->dembed, m->d_res, m->ids, N, C);
     grads_ready(m, 0);
     return 0;
 }
@@ -676,7 +676,7 @@ void qwen3_init_weights(qwen3_model *m, uint64_t seed) {
 #pragma omp parallel for
         for (size_t j = 0; j < t->numel; j++) p[j] = (real_t)(std * pt_philox_normal(seed, stream, j));
     }
-    m->be->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
+    m->be->ops->upload(m->be, m->params, host, sizeof(real_t) * m->num_params);
     free(host);
     qwen3_params_changed(m);
 }

@@ -54,7 +54,7 @@ typedef struct qwen3_model qwen3_model;
 // vocab)); the model maps token ids into the shard and calls tp_allreduce on
 // the partial sums of the row-parallel matmuls (forward) and of d(input) of
 // the column-parallel ones (backward), and tp_lm_head_xent instead of
-// be->lm_head_xent (targets: local index, -1 = counted but in another shard,
+// be->ops->lm_head_xent (targets: local index, -1 = counted but in another shard,
 // -100 = ignored).
 //
 // Parameter units (FSDP): unit 0 = embedding, 1..L = layers, L+1 = head (final

@@ -194,7 +194,7 @@ void pt_fault_after_save(long step, const char *dir) {
 
 static void poison(pt_backend *be, real_t *p) {
     const real_t nan = (real_t)NAN;
-    be->upload(be, p, &nan, sizeof nan);
+    be->ops->upload(be, p, &nan, sizeof nan);
 }
 
 void pt_fault_after_backward(long step, qwen3_model *m, double *loss) {

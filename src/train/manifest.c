@@ -305,7 +305,7 @@ int pt_manifest_write(const pt_train_args *a, const char *backend, const char *d
 
 int pt_manifest_add_compile(const char *output_dir, struct pt_backend *be) {
     pt_compile_stats cs;
-    be->compile_stats(be, &cs);
+    be->ops->compile_stats(be, &cs);
     char *p = pt_path_join(output_dir, PT_MANIFEST_FILE);
     if (!pt_file_exists(p)) {  // a process that writes no manifest (e.g. a non-zero rank)
         free(p);

@@ -52,7 +52,7 @@ cJSON *pt_manifest_build(const pt_train_args *a, const char *backend, const char
 int pt_manifest_write(const pt_train_args *a, const char *backend, const char *device, bool epochs_change_rows,
                       const int layout[3]);
 // Adds "platform.compile" {compile_s, cache_hits, cache_misses,
-// recompilations} from be->compile_stats to OUTPUT/manifest.json (rewritten
+// recompilations} from be->ops->compile_stats to OUTPUT/manifest.json (rewritten
 // atomically) at the end of a run on a backend that compiles kernels at run time;
 // 0 without touching anything when OUTPUT has no manifest.json.
 struct pt_backend;

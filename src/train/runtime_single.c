@@ -51,7 +51,7 @@ static void single_banner(pt_trainer *t) {
 static void single_data_sum(pt_trainer *t, double *v, int n) { (void)t, (void)v, (void)n; }
 
 static void single_zero_grads(pt_trainer *t) {
-    t->be->zero(t->be, t->mdl->grads, sizeof(real_t) * t->mdl->num_params);
+    t->be->ops->zero(t->be, t->mdl->grads, sizeof(real_t) * t->mdl->num_params);
 }
 
 static void single_finish_grads(pt_trainer *t, double *loss_sum) { (void)t, (void)loss_sum; }
@@ -91,7 +91,7 @@ static long single_broadcast_long(pt_trainer *t, long v) {
 
 static int single_final_weights_finite(pt_trainer *t) {
     double ss = 0;
-    t->be->sum_squares(t->be, &ss, t->mdl->params, t->mdl->num_params);
+    t->be->ops->sum_squares(t->be, &ss, t->mdl->params, t->mdl->num_params);
     return isfinite(ss);
 }
 

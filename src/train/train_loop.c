@@ -113,9 +113,9 @@ static void build_record(pt_trainer *t, const step_state *s, pt_metrics_step *r)
     r->padded = t->a.padded;
     r->padding_fraction = t->a.padded ? pt_loader_last_padding_fraction(t->loader) : 0;
     r->row_len = s->row_len;
-    if (t->be->compile_stats) {  // run-time kernel compilation so far (opencl): build time, cache, recompilations
+    if (t->be->ops->compile_stats) {  // run-time kernel compilation so far (opencl): build time, cache, recompilations
         pt_compile_stats cs;
-        t->be->compile_stats(t->be, &cs);
+        t->be->ops->compile_stats(t->be, &cs);
         r->has_compile = true;
         r->compile_s = cs.compile_seconds;
         r->cache_hits = cs.cache_hits, r->cache_misses = cs.cache_misses, r->recompilations = cs.recompilations;
@@ -220,7 +220,7 @@ static int train_step(pt_trainer *t, loop_state *L, long *step, int *rc) {
     }
     s.lr = a->learning_rate * pt_lr_multiplier(&t->sched, s.step, a->warmup_steps, a->max_steps);
     if (!s.skip_reason) t->ops->update(t, s.step + 1, s.gnorm, s.lr);
-    t->be->synchronize(t->be);
+    t->be->ops->synchronize(t->be);
     s.dt = pt_now_s() - t0;
     pt_metrics_step r;
     build_record(t, &s, &r);

@@ -18,7 +18,7 @@ void pt_hash_config(const qwen3_config *cfg, char config_hex[65]) {
 void pt_hash_model(const qwen3_model *m, char config_hex[65], char weights_hex[65]) {
     pt_hash_config(&m->cfg, config_hex);
     real_t *host = pt_malloc(sizeof(real_t) * m->num_params);
-    m->be->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
+    m->be->ops->download(m->be, host, m->params, sizeof(real_t) * m->num_params);
     pt_sha256 *h = pt_sha256_new();
     for (int i = 0; i < m->num_tensors; i++)
         pt_sha256_update(h, host + m->tensors[i].offset, sizeof(real_t) * m->tensors[i].numel);
@@ -34,12 +34,12 @@ static const char *GROUPS[3] = {"model/", "optim/exp_avg/", "optim/exp_avg_sq/"}
 static int first_nonfinite(const qwen3_model *m, const real_t *const bufs[3], int *group) {
     for (int g = 0; g < 3; g++) {
         double ss = 0;
-        m->be->sum_squares(m->be, &ss, bufs[g], m->num_params);
+        m->be->ops->sum_squares(m->be, &ss, bufs[g], m->num_params);
         if (isfinite(ss)) continue;
         *group = g;
         for (int i = 0; i < m->num_tensors; i++) {
             double ts = 0;
-            m->be->sum_squares(m->be, &ts, bufs[g] + m->tensors[i].offset, m->tensors[i].numel);
+            m->be->ops->sum_squares(m->be, &ts, bufs[g] + m->tensors[i].offset, m->tensors[i].numel);
             if (!isfinite(ts)) return i;
         }
         return 0;
@@ -66,7 +66,7 @@ int pt_save_train_state(const char *output_dir, long step, const qwen3_model *m,
     } else {
         host = pt_malloc(sizeof(float) * np * 3);
         for (int g = 0; g < 3; g++) {
-            m->be->download(m->be, host + g * np, bufs[g], sizeof(float) * np);
+            m->be->ops->download(m->be, host + g * np, bufs[g], sizeof(float) * np);
             src[g] = host + g * np;
         }
     }
@@ -115,7 +115,7 @@ int pt_load_train_state(ckpt *c, qwen3_model *m, pt_adamw *opt) {
             if (ckpt_read(c, name, t->ndim, off, t->shape, dst) != 0) goto done;
         }
     if (host)
-        for (int g = 0; g < 3; g++) m->be->upload(m->be, bufs[g], host + g * np, sizeof(float) * np);
+        for (int g = 0; g < 3; g++) m->be->ops->upload(m->be, bufs[g], host + g * np, sizeof(float) * np);
     qwen3_params_changed(m);
     rc = 0;
 done:

@@ -494,7 +494,7 @@ static int finish_run(pt_trainer *t, int *rc) {
         t->collective_error = true;
         return -1;
     }
-    if (t->rank == 0 && t->be->compile_stats && pt_manifest_add_compile(a->output_dir, t->be) != 0)
+    if (t->rank == 0 && t->be->ops->compile_stats && pt_manifest_add_compile(a->output_dir, t->be) != 0)
         return -1;  // platform.compile
     if (t->ops->save_final(t) != 0) return -1;
     heartbeat(a->output_dir, t->rank, a->max_steps, "done");

@@ -55,7 +55,7 @@ extern "C" {
 
 extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix);
 extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f);
-extern "C" int PT_CUDA_PROBE(void);
+extern "C" int PT_CUDA_PROBE(const char *suffix);
 
 // loop unrolling for nvcc (the host compiler has no `#pragma unroll`)
 #if defined(__CUDACC__)
@@ -1258,8 +1258,44 @@ void describe(char *buf, size_t n, const cudaDeviceProp &p) {
 
 }  // namespace
 
-// "cuda" (device = local rank modulo the device count) or "cuda:N".
-extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
+static const pt_backend_ops cuda_ops = {
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .synchronize = cu_sync,
+    .destroy = cu_destroy,
+    .embedding_forward = cu_embedding_forward,
+    .embedding_backward = cu_embedding_backward,
+    .matmul_forward = cu_matmul_forward,
+    .matmul_backward = cu_matmul_backward,
+    .rmsnorm_forward = cu_rmsnorm_forward,
+    .rmsnorm_backward = cu_rmsnorm_backward,
+    .rope_forward = cu_rope_forward,
+    .rope_backward = cu_rope_backward,
+    .attention_saved_floats = cu_attention_saved_floats,
+    .attention_forward = cu_attention_forward,
+    .attention_backward = cu_attention_backward,
+    .swiglu_forward = cu_swiglu_forward,
+    .swiglu_backward = cu_swiglu_backward,
+    .add = cu_add,
+    .lm_head_xent = cu_lm_head_xent,
+    .sum_squares = cu_sum_squares,
+    .scale = cu_scale,
+    .adamw = cu_adamw,
+    .round_bf16 = cu_round_bf16,
+    .pack_bf16 = cu_pack_bf16,
+    .matmul_forward_bf16 = cu_matmul_forward_bf16,
+    .matmul_backward_bf16 = cu_matmul_backward_bf16,
+    .lm_head_xent_bf16 = cu_lm_head_xent_bf16,
+    .compile_stats = NULL,  // C++ (-Wextra) wants every member named
+};
+
+// The device a suffix names: "" (the local rank modulo the device count) or
+// ":N". -1 + error when there is none.
+static int pick_device(const char *suffix) {
     long want = -1;
     if (suffix && *suffix) {
         char *end;
@@ -1267,7 +1303,7 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
         if (suffix[0] != ':' || end == suffix + 1 || *end || want < 0) {
             pt_set_error("backend '%s%s': expected %s or %s:DEVICE with an index from `portatrain devices`",
                          PT_CUDA_NAME, suffix, PT_CUDA_NAME, PT_CUDA_NAME);
-            return NULL;
+            return -1;
         }
     }
     int count = 0;
@@ -1275,54 +1311,57 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
     if (e != cudaSuccess || count == 0) {
         pt_set_error("backend '%s': no CUDA device (%s)", PT_CUDA_NAME,
                      e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
-        return NULL;
+        return -1;
     }
     if (want >= count) {
         pt_set_error("backend '%s%s': no CUDA device %ld (%d found; see `portatrain devices`)", PT_CUDA_NAME, suffix,
                      want, count);
-        return NULL;
+        return -1;
     }
-    const int dev = want >= 0 ? (int)want : local_rank() % count;
-    int xent_rows = 0;
+    return want >= 0 ? (int)want : local_rank() % count;
+}
+
+// The device's checks after pick_device: PT_CUDA_XENT_ROWS (into *xent_rows,
+// 0 when unset), the device made current, its properties, its architecture.
+static int open_device(int dev, int *xent_rows, cudaDeviceProp *prop) {
+    *xent_rows = 0;
     const char *xr = getenv("PT_CUDA_XENT_ROWS");
     if (xr && *xr) {
         char *end;
         long r = strtol(xr, &end, 10);
         if (*end || r < 1 || r > (1 << 24)) {
             pt_set_error("PT_CUDA_XENT_ROWS '%s': expected a positive number of rows", xr);
-            return NULL;
+            return -1;
         }
-        xent_rows = (int)r;
+        *xent_rows = (int)r;
     }
-    e = cudaSetDevice(dev);
-    cudaDeviceProp prop;
-    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(prop, dev);
     if (e != cudaSuccess) {
         pt_set_error("backend '%s': device %d: %s", PT_CUDA_NAME, dev, cudaGetErrorString(e));
-        return NULL;
+        return -1;
     }
-    if (prop.major < 8) {  // the build has SASS/PTX for sm_80 and sm_90 only; bf16 GemmEx needs sm_80+
+    if (prop->major < 8) {  // the build has SASS/PTX for sm_80 and sm_90 only; bf16 GemmEx needs sm_80+
         pt_set_error("backend '%s': device %d (%s) is sm_%d%d; the cuda backend needs compute capability 8.0 "
-                     "(sm_80, Ampere) or newer", PT_CUDA_NAME, dev, prop.name, prop.major, prop.minor);
-        return NULL;
+                     "(sm_80, Ampere) or newer", PT_CUDA_NAME, dev, prop->name, prop->major, prop->minor);
+        return -1;
     }
-    cuda_state *s = (cuda_state *)pt_calloc(1, sizeof *s);
-    pt_backend *be = (pt_backend *)pt_calloc(1, sizeof *be);
-    be->impl = s;
-    s->device = dev;
-    s->xent_rows = xent_rows;
-    s->smem_optin = prop.sharedMemPerBlockOptin;
-    e = cudaStreamCreate(&s->stream);
+    return 0;
+}
+
+// The backend's stream and, under nvcc, its cuBLAS handle on it (fixed
+// workspace, no atomics: deterministic GEMMs). -1 + error on failure.
+static int open_stream(cuda_state *s) {
+    cudaError_t e = cudaStreamCreate(&s->stream);
     if (e != cudaSuccess) {
-        pt_set_error("backend '%s': device %d: cannot create a stream: %s", PT_CUDA_NAME, dev, cudaGetErrorString(e));
-        cu_destroy(be);
-        return NULL;
+        pt_set_error("backend '%s': device %d: cannot create a stream: %s", PT_CUDA_NAME, s->device,
+                     cudaGetErrorString(e));
+        return -1;
     }
 #ifndef PT_CUDA_SIM
     if (!blas_load()) {
         pt_set_error("backend '%s': %s", PT_CUDA_NAME, blas_error);
-        cu_destroy(be);
-        return NULL;
+        return -1;
     }
     cublasStatus_t st = blas.create(&s->blas);
     if (st == CUBLAS_STATUS_SUCCESS) st = blas.set_stream(s->blas, s->stream);
@@ -1331,55 +1370,44 @@ extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
     if (st == CUBLAS_STATUS_SUCCESS) st = blas.set_workspace(s->blas, s->blas_ws, BLAS_WORKSPACE);
     if (st == CUBLAS_STATUS_SUCCESS) st = blas.set_atomics_mode(s->blas, CUBLAS_ATOMICS_NOT_ALLOWED);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        pt_set_error("backend '%s': device %d: cuBLAS: %s", PT_CUDA_NAME, dev, blas.status_string(st));
+        pt_set_error("backend '%s': device %d: cuBLAS: %s", PT_CUDA_NAME, s->device, blas.status_string(st));
+        return -1;
+    }
+#endif
+    return 0;
+}
+
+// "cuda" (device = local rank modulo the device count) or "cuda:N".
+extern "C" pt_backend *PT_CUDA_CREATE(const char *suffix) {
+    cudaDeviceProp prop;
+    int xent_rows;
+    const int dev = pick_device(suffix);
+    if (dev < 0 || open_device(dev, &xent_rows, &prop) != 0) return NULL;
+    cuda_state *s = (cuda_state *)pt_calloc(1, sizeof *s);
+    pt_backend *be = (pt_backend *)pt_calloc(1, sizeof *be);
+    be->impl = s;
+    s->device = dev;
+    s->xent_rows = xent_rows;
+    s->smem_optin = prop.sharedMemPerBlockOptin;
+    if (open_stream(s) != 0) {
         cu_destroy(be);
         return NULL;
     }
-#endif
     char desc[320];
     describe(desc, sizeof desc, prop);
     snprintf(be->device, sizeof be->device, "%s %d: %s", PT_CUDA_NAME, dev, desc);
     be->name = PT_CUDA_NAME;
     be->host_memory = false;
     be->stream = (void *)s->stream;
-    be->alloc = cu_alloc;
-    be->free = cu_free;
-    be->upload = cu_upload;
-    be->download = cu_download;
-    be->copy = cu_copy;
-    be->zero = cu_zero;
-    be->synchronize = cu_sync;
-    be->destroy = cu_destroy;
-    be->embedding_forward = cu_embedding_forward;
-    be->embedding_backward = cu_embedding_backward;
-    be->matmul_forward = cu_matmul_forward;
-    be->matmul_backward = cu_matmul_backward;
-    be->rmsnorm_forward = cu_rmsnorm_forward;
-    be->rmsnorm_backward = cu_rmsnorm_backward;
-    be->rope_forward = cu_rope_forward;
-    be->rope_backward = cu_rope_backward;
-    be->attention_saved_floats = cu_attention_saved_floats;
-    be->attention_forward = cu_attention_forward;
-    be->attention_backward = cu_attention_backward;
-    be->swiglu_forward = cu_swiglu_forward;
-    be->swiglu_backward = cu_swiglu_backward;
-    be->add = cu_add;
-    be->lm_head_xent = cu_lm_head_xent;
-    be->sum_squares = cu_sum_squares;
-    be->scale = cu_scale;
-    be->adamw = cu_adamw;
-    be->round_bf16 = cu_round_bf16;
-    be->pack_bf16 = cu_pack_bf16;
-    be->matmul_forward_bf16 = cu_matmul_forward_bf16;
-    be->matmul_backward_bf16 = cu_matmul_backward_bf16;
-    be->lm_head_xent_bf16 = cu_lm_head_xent_bf16;
+    be->ops = &cuda_ops;
     return be;
 }
 
-// 0 when there is a device, else -1 with create's no-device error. Only
-// counts devices: no context is created (a probing parent process, e.g.
-// accept, must not hold one on a GPU that its children train on).
-extern "C" int PT_CUDA_PROBE(void) {
+// 0 when there is a device, else -1 with create's no-device error (the suffix
+// is create's to check). Only counts devices: no context is created (a probing
+// parent process, e.g. accept, must not hold one on a GPU that its children
+// train on).
+extern "C" int PT_CUDA_PROBE(const char *suffix) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaSuccess && count > 0) return 0;
