@@ -1,4 +1,5 @@
 #include "harness/runlog.h"
+#include "train/metrics.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -64,58 +65,46 @@ static double num_or_nan(const cJSON *o, const char *k) {
 }
 
 // One JSON object per line: {step, loss[, grad_norm, tokens, step_time_s]}.
-static int load_jsonl(const char *path, pt_runlog *r) {
-    char *text = read_all(path);
-    if (!text) return -1;
-    const char *end = text + strlen(text);
-    int cap = 0, line = 0;
-    char *cur = text;
-    for (char *l; (l = next_line(&cur));) {
-        line++;
-        while (isspace((unsigned char)*l)) l++;
-        if (!*l) continue;
-        cJSON *o = cJSON_Parse(l);
-        if (!o && l + strlen(l) == end) {  // no newline after it: a run killed while writing its last record
-            pt_warn("%s:%d: ignoring a torn last line (the run was stopped while writing it)", path, line);
-            break;
-        }
-        if (!cJSON_IsObject(o)) {
-            pt_set_error("%s:%d: not a JSON object", path, line);
-            cJSON_Delete(o); free(text); return -1;
-        }
-        const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step");
-        const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped"))) {  // --nan-policy skip: no update
-            // Kept apart from the curve, so compare can reject it instead of not seeing the step.
-            long step;
-            if (cJSON_IsNumber(s)) {
-                if (step_value(s->valuedouble, path, line, NULL, &step)) {
-                    cJSON_Delete(o); free(text); return -1;
-                }
-                r->skipped = pt_realloc(r->skipped, sizeof(long) * (size_t)(r->n_skipped + 1));
-                r->skipped[r->n_skipped++] = step;
-            }
-            cJSON_Delete(o);
-            continue;
-        }
-        if (!cJSON_IsNumber(s) || !cJSON_IsNumber(lo)) {
-            pt_set_error("%s:%d: needs numeric \"step\" and \"loss\"", path, line);
-            cJSON_Delete(o); free(text); return -1;
-        }
-        long step;
-        if (step_value(s->valuedouble, path, line, NULL, &step)) {
-            cJSON_Delete(o); free(text); return -1;
-        }
-        double st = num_or_nan(o, "step_time_s");
-        if (isnan(st)) st = num_or_nan(o, "step_time");
-        pt_runpoint p = {step, lo->valuedouble, num_or_nan(o, "grad_norm"),
-                         num_or_nan(o, "tokens"), st, false, 1, 0, 0, NAN};
-        p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);  // 1e999 parses as inf
-        push(r, &cap, p);
-        cJSON_Delete(o);
+// One JSONL record (portatrain's metrics.jsonl or another trainer's log in the same shape): a point of the
+// curve, or a skipped step (--nan-policy skip: no update), kept apart so compare can reject it instead of
+// not seeing the step.
+static int jsonl_record(const char *path, const pt_metrics_rec *m, pt_runlog *r, int *cap) {
+    const cJSON *o = m->json;
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step");
+    const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
+    long step;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "skipped"))) {
+        if (!cJSON_IsNumber(s)) return 0;
+        if (step_value(s->valuedouble, path, m->lineno, "step", &step)) return -1;
+        r->skipped = pt_realloc(r->skipped, sizeof(long) * (size_t)(r->n_skipped + 1));
+        r->skipped[r->n_skipped++] = step;
+        return 0;
     }
-    free(text);
+    if (!cJSON_IsNumber(s) || !cJSON_IsNumber(lo)) {
+        pt_set_error("%s:%d: needs numeric \"step\" and \"loss\"", path, m->lineno);
+        return -1;
+    }
+    if (step_value(s->valuedouble, path, m->lineno, "step", &step)) return -1;
+    double st = num_or_nan(o, "step_time_s");
+    if (isnan(st)) st = num_or_nan(o, "step_time");
+    pt_runpoint p = {step, lo->valuedouble, num_or_nan(o, "grad_norm"),
+                     num_or_nan(o, "tokens"), st, false, 1, 0, 0, NAN};
+    p.nonfinite = !isfinite(p.loss) || isinf(p.grad_norm);  // 1e999 parses as inf
+    push(r, cap, p);
     return 0;
+}
+
+// JSON Lines through the one metrics.jsonl reader (train/metrics.h), in its generic mode: any JSON
+// object is a record, so other trainers' JSONL logs read too.
+static int load_jsonl(const char *path, pt_runlog *r) {
+    pt_metrics_log log;
+    if (pt_metrics_read(path, PT_METRICS_GENERIC, &log) != 0) return -1;
+    if (log.tail == PT_METRICS_TAIL_TORN)
+        pt_warn("%s:%d: ignoring a torn last line (the run was stopped while writing it)", path, log.torn_lineno);
+    int cap = 0, rc = 0;
+    for (int i = 0; i < log.n && rc == 0; i++) rc = jsonl_record(path, &log.recs[i], r, &cap);
+    pt_metrics_log_free(&log);
+    return rc;
 }
 
 // Hugging Face Trainer: trainer_state.json "log_history"; training entries have

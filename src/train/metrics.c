@@ -267,12 +267,14 @@ static int read_line(pt_metrics_log *log, const char *path, char *line, int line
         return 0;
     }
     if (!ok) {
-        cJSON_Delete(j);
         if (flags & PT_METRICS_LENIENT) {
+            cJSON_Delete(j);
             log->skipped++;
             return 0;
         }
-        pt_set_error("%s:%d: not a metrics record", path, lineno);
+        pt_set_error("%s:%d: %s", path, lineno,
+                     cJSON_IsObject(j) ? "not a metrics record (no numeric \"step\")" : "not a JSON object");
+        cJSON_Delete(j);
         return -1;
     }
     if (last_unterminated) log->tail = PT_METRICS_TAIL_UNTERMINATED;
