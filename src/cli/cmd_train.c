@@ -1,5 +1,6 @@
 // portatrain train: Hugging Face TrainingArguments-style flags.
 #include "cli/cli.h"
+#include "dist/placement.h"
 #include "harness/supervisor.h"
 #include "train/faults.h"
 #include "train/outdir.h"
@@ -46,6 +47,17 @@ static int elastic_usage(const pt_supervise_opts *so) {
     if (e->nproc_per_node && so->world % e->nproc_per_node)
         return cli_usage_error("train", "--elastic: --nproc-per-node %d does not divide the launcher's %d ranks",
                                e->nproc_per_node, so->world);
+    if (e->hostfile) {  // read now: a bad file is a usage error before anything starts
+        pt_hostlist *h = calloc(1, sizeof *h);
+        int slots = 0;
+        const int bad = pt_hostfile_read(e->hostfile, h);
+        for (int i = 0; !bad && i < h->n; i++) slots += h->slots[i];
+        free(h);
+        if (bad) return cli_usage_error("train", "%s", pt_last_error());
+        if (slots < so->world)
+            return cli_usage_error("train", "--hostfile %s: %d slots, fewer than the launcher's %d ranks", e->hostfile,
+                                   slots, so->world);
+    }
     if (e->min_world > so->world)
         return cli_usage_error("train", "--elastic: --min-world %d is more than the launcher's %d ranks",
                                e->min_world, so->world);

@@ -543,6 +543,13 @@ static void write_summary(sup_t *s, int rc, double wall) {
     cJSON_Delete(sum);
 }
 
+static int live_slots(const sup_t *s) {
+    int n = 0;
+    for (int h = 0; h < s->hosts->n; h++)
+        if (!s->lost[h]) n += s->hosts->slots[h];
+    return n;
+}
+
 // --elastic: the layout the job starts with and its nodes (the hostfile's, or --nproc-per-node ranks each).
 static int elastic_init(sup_t *s, int wargc, char **wargv) {
     const pt_elastic_opts *e = &s->o->elastic;
@@ -550,7 +557,13 @@ static int elastic_init(sup_t *s, int wargc, char **wargv) {
     s->wargv = wargv;
     if (pt_layout_from_args(wargc, wargv, s->world, &s->layout) != 0) return -1;
     s->hosts = calloc(1, sizeof *s->hosts);
-    return e->hostfile ? pt_hostfile_read(e->hostfile, s->hosts) : pt_hosts_uniform(s->world, e->nproc_per_node, s->hosts);
+    if (e->hostfile ? pt_hostfile_read(e->hostfile, s->hosts) : pt_hosts_uniform(s->world, e->nproc_per_node, s->hosts))
+        return -1;
+    if (live_slots(s) < s->world) {  // else the first failure would look like lost nodes
+        pt_set_error("--hostfile %s: %d slots, fewer than the launcher's %d ranks", e->hostfile, live_slots(s), s->world);
+        return -1;
+    }
+    return 0;
 }
 
 // The node that rank `rank` of the running job sits on: the live nodes' slots filled in order, as
@@ -580,13 +593,6 @@ static void reread_hostfile(sup_t *s, const bool *injected) {
         s->lost[h] = injected[h] || !listed;
     }
     free(now);
-}
-
-static int live_slots(const sup_t *s) {
-    int n = 0;
-    for (int h = 0; h < s->hosts->n; h++)
-        if (!s->lost[h]) n += s->hosts->slots[h];
-    return n;
 }
 
 // After a failed attempt: which nodes are gone (an injected kill of rank R takes R's node with it; a
