@@ -13,7 +13,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMP_NUM_THREADS": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl": "self,vader",
-           "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
+           "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo",
+           # 256 ranks on 2 cores take longer than the default 120 s to all reach the start-up agreement
+           "PT_DIST_STARTUP_TIMEOUT": os.environ.get("PT_DIST_STARTUP_TIMEOUT", "600")}
 STEPS = 4
 
 
@@ -61,7 +63,8 @@ def job(pt, n, args, out, timeout):
             raise RuntimeError("%d ranks: no end after %d s" % (n, timeout))
         time.sleep(0.05)
     if p.returncode != 0:
-        raise RuntimeError("%d ranks: exit %d: %s" % (n, p.returncode, open(out + ".log").read()[-600:]))
+        errs = [l for l in open(out + ".log").read().splitlines() if "error" in l] or ["(no error line)"]
+        raise RuntimeError("%d ranks: %s exit %d: %s" % (n, os.path.basename(out), p.returncode, errs[0]))
     return time.time() - t0, first
 
 
