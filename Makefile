@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 FUZZ_SECONDS ?= 15
 
-.PHONY: all build deps data test test-fast test-asan fuzz fuzz-long demo bench clean
+.PHONY: all build deps data test test-fast test-asan test-scale fuzz fuzz-long demo bench clean
 
 all: build
 
@@ -35,6 +35,11 @@ test-asan: deps data
 	@cmake --build build-asan -j$(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS) -LE no-sanitizer
+
+# Not in `make test`: TP4 x FSDP on 8, 64, 256 and (when memory allows) 512 oversubscribed MPI ranks of
+# this machine; start-up, step, save and restore time and peak RSS per rank (docs/DISTRIBUTED.md).
+test-scale: build
+	@python3 tests/scale/scale_bench.py --portatrain $(BUILD)/portatrain
 
 fuzz: deps
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DPT_FUZZ=ON -DPT_CUDA=OFF -DPT_CUDA_SIM=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null

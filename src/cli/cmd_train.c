@@ -1,5 +1,6 @@
 // portatrain train: Hugging Face TrainingArguments-style flags.
 #include "cli/cli.h"
+#include "dist/placement.h"
 #include "harness/supervisor.h"
 #include "train/faults.h"
 #include "train/outdir.h"
@@ -30,10 +31,44 @@ static void help(void) {
            "--supervise).\n");
 }
 
+// --elastic needs an MPI job and a notion of a node (the unit that is lost).
+static int elastic_usage(const pt_supervise_opts *so) {
+    const pt_elastic_opts *e = &so->elastic;
+    if (!e->on) {
+        if (e->hostfile || e->nproc_per_node || e->min_world > 1)
+            return cli_usage_error("train", "--min-world, --nproc-per-node and --hostfile need --elastic");
+        return 0;
+    }
+    if (!so->launcher) return cli_usage_error("train", "--elastic needs --launcher \"mpirun -np N ...\"");
+    if (!e->hostfile && !e->nproc_per_node)
+        return cli_usage_error("train", "--elastic needs --nproc-per-node K or --hostfile FILE (what a node is)");
+    if (e->hostfile && e->nproc_per_node)
+        return cli_usage_error("train", "--elastic: give --nproc-per-node or --hostfile, not both");
+    if (e->nproc_per_node && so->world % e->nproc_per_node)
+        return cli_usage_error("train", "--elastic: --nproc-per-node %d does not divide the launcher's %d ranks",
+                               e->nproc_per_node, so->world);
+    if (e->hostfile) {  // read now: a bad file is a usage error before anything starts
+        pt_hostlist *h = calloc(1, sizeof *h);
+        int slots = 0;
+        const int bad = pt_hostfile_read(e->hostfile, h);
+        for (int i = 0; !bad && i < h->n; i++) slots += h->slots[i];
+        free(h);
+        if (bad) return cli_usage_error("train", "%s", pt_last_error());
+        if (slots < so->world)
+            return cli_usage_error("train", "--hostfile %s: %d slots, fewer than the launcher's %d ranks", e->hostfile,
+                                   slots, so->world);
+    }
+    if (e->min_world > so->world)
+        return cli_usage_error("train", "--elastic: --min-world %d is more than the launcher's %d ranks",
+                               e->min_world, so->world);
+    return 0;
+}
+
 // --supervise: strip the supervisor's flags and hand the rest to pt_supervise,
 // which re-executes `train` with them as the worker.
 static int supervise(int argc, char **argv) {
-    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60, .startup_timeout = 600};
+    pt_supervise_opts so = {.max_restarts = 3, .restart_backoff = 0.1, .hang_timeout = 60, .startup_timeout = 600,
+                           .elastic = {.min_world = 1, .rejoin_timeout = 30}};
     char **w = calloc((size_t)argc + 2, sizeof *w);
     int n = 0;
     bool resume = false, overwrite = false;
@@ -62,6 +97,16 @@ static int supervise(int argc, char **argv) {
             if (!np) np = strstr(so.launcher, "-n ");
             so.world = np ? atoi(strchr(np, ' ') + 1) : 1;
         }
+        else if (!strcmp(name, "--elastic"))
+            so.elastic.on = !eq || argp_parse_bool("train", name, eq_val);
+        else if (!strcmp(name, "--min-world") && has_val)
+            so.elastic.min_world = (int)argp_parse_int("train", name, VAL(1), 1, 1000000);
+        else if (!strcmp(name, "--nproc-per-node") && has_val)
+            so.elastic.nproc_per_node = (int)argp_parse_int("train", name, VAL(1), 1, 1000000);
+        else if (!strcmp(name, "--hostfile") && has_val)
+            so.elastic.hostfile = VAL(1);
+        else if (!strcmp(name, "--rejoin-timeout") && has_val)
+            so.elastic.rejoin_timeout = argp_parse_double("train", name, VAL(1), 0);
         else if (!strcmp(name, "--inject") && has_val) {
             if (pt_supervise_parse_inject(&so, VAL(1)) != 0) { free(w); return cli_fail(); }
         } else {
@@ -75,6 +120,7 @@ static int supervise(int argc, char **argv) {
 #undef VAL
     }
     if (!so.output_dir) { free(w); return cli_usage_error("train", "--supervise needs --output-dir"); }
+    if (elastic_usage(&so) != 0) { free(w); return 2; }
     if (pt_fault_resolve_random(so.faults, so.n_faults, so.max_steps, so.world > 0 ? so.world : 1) != 0) {
         free(w);
         return cli_usage_error("train", "%s", pt_last_error());

@@ -7,6 +7,7 @@
 #include "train/ckpt_interval.h"
 #include "train/metrics.h"
 #include "util/proc.h"
+#include "dist/placement.h"
 
 #include <stdbool.h>
 #include <dirent.h>
@@ -239,6 +240,15 @@ typedef struct {
     long pending_reach;
     double pending_t_fault;
     cJSON *recs;              // recovery.json's "recoveries"
+    // --elastic: the train argv as given, the layout running now, its command's strings, the nodes
+    // (hostfile or uniform) and which of them are lost; the shrink waiting for its recovery entry.
+    int wargc;
+    char **wargv;
+    pt_layout layout;
+    pt_elastic_cmd ecmd;
+    pt_hostlist *hosts;
+    bool lost[PT_MAX_HOSTS];
+    cJSON *shrink;
 } sup_t;
 
 // One attempt: its worker and what polling it saw.
@@ -270,8 +280,8 @@ static void event(sup_t *s, const char *fmt, ...) {
     fflush(s->ev);  // a supervisor killed later (during a back-off, say) keeps the line
 }
 
-static void worker_command(sup_t *s, int wargc, char **wargv) {
-    pt_cmd_init(&s->cmd, s->o->launcher, wargc + 2);
+static void worker_command(sup_t *s, const char *launcher, int wargc, char **wargv) {
+    pt_cmd_init(&s->cmd, launcher, wargc + 2);
     if (s->cmd.launched) {
         pt_self_exe_path(s->exe, sizeof s->exe);
         pt_cmd_add(&s->cmd, s->exe);
@@ -533,6 +543,119 @@ static void write_summary(sup_t *s, int rc, double wall) {
     cJSON_Delete(sum);
 }
 
+static int live_slots(const sup_t *s) {
+    int n = 0;
+    for (int h = 0; h < s->hosts->n; h++)
+        if (!s->lost[h]) n += s->hosts->slots[h];
+    return n;
+}
+
+// --elastic: the layout the job starts with and its nodes (the hostfile's, or --nproc-per-node ranks each).
+static int elastic_init(sup_t *s, int wargc, char **wargv) {
+    const pt_elastic_opts *e = &s->o->elastic;
+    s->wargc = wargc;
+    s->wargv = wargv;
+    if (pt_layout_from_args(wargc, wargv, s->world, &s->layout) != 0) return -1;
+    s->hosts = calloc(1, sizeof *s->hosts);
+    if (e->hostfile ? pt_hostfile_read(e->hostfile, s->hosts) : pt_hosts_uniform(s->world, e->nproc_per_node, s->hosts))
+        return -1;
+    if (live_slots(s) < s->world) {  // else the first failure would look like lost nodes
+        pt_set_error("--hostfile %s: %d slots, fewer than the launcher's %d ranks", e->hostfile, live_slots(s), s->world);
+        return -1;
+    }
+    return 0;
+}
+
+// The node that rank `rank` of the running job sits on: the live nodes' slots filled in order, as
+// mpirun --map-by slot does. -1: beyond them.
+static int node_of_rank(const sup_t *s, int rank) {
+    for (int h = 0, first = 0; h < s->hosts->n; h++) {
+        if (s->lost[h]) continue;
+        if (rank < first + s->hosts->slots[h]) return h;
+        first += s->hosts->slots[h];
+    }
+    return -1;
+}
+
+// Nodes the hostfile no longer lists are lost (a node listed again has come back). Without a hostfile
+// nothing comes back: the nodes lost stay lost.
+static void reread_hostfile(sup_t *s, const bool *injected) {
+    pt_hostlist *now = s->o->elastic.hostfile ? calloc(1, sizeof *now) : NULL;
+    if (!now) return;
+    if (pt_hostfile_read(s->o->elastic.hostfile, now) != 0) {  // mid-edit or gone: read again next poll
+        pt_clear_error();
+        free(now);
+        return;
+    }
+    for (int h = 0; h < s->hosts->n; h++) {
+        bool listed = false;
+        for (int k = 0; k < now->n && !listed; k++) listed = !strcmp(now->name[k], s->hosts->name[h]);
+        s->lost[h] = injected[h] || !listed;
+    }
+    free(now);
+}
+
+// After a failed attempt: which nodes are gone (an injected kill of rank R takes R's node with it; a
+// hostfile that no longer lists a node), a wait of up to --rejoin-timeout for them to come back, and,
+// if they do not, the largest layout of the ranks left. 0: restart (the command rebuilt when the layout
+// shrank); -1 with *rc and the error set: the shrink is refused.
+static int elastic_replan(sup_t *s, const fault_t *f, int *rc) {
+    const pt_elastic_opts *e = &s->o->elastic;
+    bool injected[PT_MAX_HOSTS] = {0};
+    for (int h = 0; h < s->hosts->n; h++) injected[h] = s->lost[h] && !e->hostfile;
+    if (f->injected && !strncmp(f->injected, "kill", 4) && f->rank >= 0 && node_of_rank(s, f->rank) >= 0)
+        injected[node_of_rank(s, f->rank)] = true;
+    const double t0 = now_s();
+    for (;;) {
+        memcpy(s->lost, injected, sizeof injected);
+        reread_hostfile(s, injected);
+        if (live_slots(s) >= s->layout.world || now_s() - t0 >= e->rejoin_timeout || g_stop_signal) break;
+        usleep(100000);
+    }
+    const double wait_s = now_s() - t0;
+    int live = live_slots(s);
+    if (live >= s->layout.world) return 0;
+    pt_layout next;
+    char why[512], from[160], to[160];
+    pt_layout_str(&s->layout, from, sizeof from);
+    if (pt_layout_shrink(&s->layout, live, e->min_world, &next, why, sizeof why) != 0) {
+        event(s, "{\"event\": \"elastic_refused\", \"time\": %.6f, \"live_ranks\": %d, \"rejoin_wait_s\": %.6f}\n",
+              now_s(), live, wait_s);
+        pt_set_error("--elastic: cannot continue %s on the %d ranks left: %s", from, live, why);
+        *rc = -1;
+        return -1;
+    }
+    pt_layout_str(&next, to, sizeof to);
+    fprintf(stderr, "supervisor: %d of %d ranks lost for good; continuing on %s (was %s)\n", s->layout.world - live,
+            s->layout.world, to, from);
+    event(s, "{\"event\": \"shrink\", \"time\": %.6f, \"from\": \"%s\", \"to\": \"%s\", \"rejoin_wait_s\": %.6f}\n",
+          now_s(), from, to, wait_s);
+    s->shrink = cJSON_CreateObject();
+    cJSON_AddStringToObject(s->shrink, "old_layout", from);
+    cJSON_AddStringToObject(s->shrink, "new_layout", to);
+    const pt_layout *ls[2] = {&s->layout, &next};
+    for (int i = 0; i < 2; i++) {
+        cJSON *l = cJSON_AddObjectToObject(s->shrink, i ? "new" : "old");
+        cJSON_AddNumberToObject(l, "world", ls[i]->world);
+        cJSON_AddNumberToObject(l, "tp", ls[i]->tp);
+        cJSON_AddNumberToObject(l, "fsdp", ls[i]->fsdp);
+        cJSON_AddNumberToObject(l, "dp", ls[i]->dp);
+        cJSON_AddNumberToObject(l, "per_device_train_batch_size", (double)ls[i]->batch);
+        cJSON_AddNumberToObject(l, "gradient_accumulation_steps", (double)ls[i]->accum);
+    }
+    cJSON *gone = cJSON_AddArrayToObject(s->shrink, "lost_nodes");
+    for (int h = 0; h < s->hosts->n; h++)
+        if (s->lost[h]) cJSON_AddItemToArray(gone, cJSON_CreateString(s->hosts->name[h]));
+    cJSON_AddNumberToObject(s->shrink, "rejoin_wait_s", wait_s);
+    s->layout = next;
+    s->world = next.world;
+    pt_elastic_cmd_free(&s->ecmd);
+    pt_cmd_free(&s->cmd);
+    pt_elastic_cmd_build(&s->ecmd, s->o->launcher, s->wargc, s->wargv, &next);
+    worker_command(s, s->ecmd.launcher, s->ecmd.argc, s->ecmd.argv);
+    return 0;
+}
+
 int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     char *path = pt_path_join(o->output_dir, "events.jsonl");
     sup_t s = {.o = o, .ev = fopen(path, o->resume ? "a" : "w"), .world = o->world > 0 ? o->world : 1};
@@ -540,7 +663,12 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
     free(path);
     prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned worker descendants come back to us (pt_proc_reap_strays)
     catch_stop_signals();
-    worker_command(&s, wargc, wargv);
+    worker_command(&s, o->launcher, wargc, wargv);
+    if (o->elastic.on && elastic_init(&s, wargc, wargv) != 0) {
+        pt_cmd_free(&s.cmd);
+        fclose(s.ev);
+        return -1;
+    }
     s.recs = cJSON_CreateArray();
     const double t0 = now_s();
     int rc = -1;
@@ -559,11 +687,20 @@ int pt_supervise(const pt_supervise_opts *o, int wargc, char **wargv) {
         if (completed(&s, &a)) { rc = 0; break; }
         const fault_t f = classify(&s, &a);
         if (give_up(&s, &a, &f, &rc)) break;
+        if (o->elastic.on && elastic_replan(&s, &f, &rc) != 0) break;
         restart(&s, &a, &f);
+        if (s.shrink) {  // the new recovery entry names the shrink and the wait for the lost ranks
+            cJSON *r = cJSON_GetArrayItem(s.recs, cJSON_GetArraySize(s.recs) - 1);
+            cJSON_AddNumberToObject(r, "rejoin_wait_s", cJSON_GetObjectItem(s.shrink, "rejoin_wait_s")->valuedouble);
+            cJSON_AddItemToObject(r, "elastic", s.shrink);
+            s.shrink = NULL;
+        }
     }
     write_summary(&s, rc, now_s() - t0);
     cJSON_Delete(s.recs);
     fclose(s.ev);
     pt_cmd_free(&s.cmd);
+    pt_elastic_cmd_free(&s.ecmd);
+    free(s.hosts);
     return rc;
 }

@@ -4,6 +4,7 @@
 // time), restarts it from the newest valid checkpoint after a death or hang,
 // and logs events.jsonl + recovery.json into the output directory.
 #pragma once
+#include "harness/elastic.h"
 #include "train/faults.h"
 
 typedef struct {
@@ -23,6 +24,8 @@ typedef struct {
     // --resume-from-checkpoint given: a continued run appends to events.jsonl
     // (its earlier supervisors' events are the same run's history)
     bool resume;
+    // --elastic: lost nodes shrink the job (harness/elastic.h) instead of ending it
+    pt_elastic_opts elastic;
 } pt_supervise_opts;
 
 // Parses --inject "kill:step=S[,hang:step=S,nan:step=S,...]" (train/faults.h).

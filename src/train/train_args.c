@@ -419,6 +419,20 @@ const pt_train_flag pt_train_flags[] = {
     {"--startup-timeout", "startup_timeout", PT_FLAG_CLI, 0, .usage = "--startup-timeout S",
      .help = "an attempt's load + restore before its first step, and each\n"
              "checkpoint or final-model save (600)"},
+    {"--elastic", "elastic", PT_FLAG_CLI, 0, .usage = "--elastic",
+     .help = "with --supervise --launcher: when a node's ranks are lost for good,\n"
+             "restart on the largest layout of the ranks left (same TP, fewer\n"
+             "FSDP/DP ranks, more accumulation: the same global batch)"},
+    {"--min-world", "min_world", PT_FLAG_CLI, 0, .usage = "--min-world N",
+     .help = "--elastic: never continue on fewer than N ranks (1)"},
+    {"--nproc-per-node", "nproc_per_node", PT_FLAG_CLI, 0, .usage = "--nproc-per-node K",
+     .help = "--elastic: ranks per node, the unit that is lost (without --hostfile)"},
+    {"--hostfile", "hostfile", PT_FLAG_CLI, 0, .usage = "--hostfile FILE",
+     .help = "--elastic: the nodes (OpenMPI hostfile), re-read before each\n"
+             "restart: a node missing from it is lost"},
+    {"--rejoin-timeout", "rejoin_timeout", PT_FLAG_CLI, 0, .usage = "--rejoin-timeout S",
+     .help = "--elastic: how long lost ranks may take to come back before the\n"
+             "job shrinks (30)"},
     {"--inject", "inject", PT_FLAG_CLI, 0, .usage = "--inject SPEC[,SPEC...]",
      .help = "test-only faults, each fires once (docs/RECOVERY.md):\n"
              "kill:step=S[:phase=save][:rank=R], hang:step=S[:rank=R], nan:step=S[:target=grad\n"
