@@ -119,9 +119,11 @@ run_one() {
 }
 
 echo "A: ${revs[0]} (${SHA_A:0:12})  B: ${revs[1]} (${SHA_B:0:12})  runs in $WORK" >&2
+# Both sides run in the same directory (then moved aside), so that no path in their results differs.
 for side in A B; do
   bin=BIN_$side; echo "runs of $side:" >&2
-  run_all "${!bin}" "$WORK/$side"
+  run_all "${!bin}" "$WORK/run"
+  mv "$WORK/run" "$WORK/$side"
 done
 
 # cell SIDE RUN KIND: the digest of one result, or why there is none

@@ -60,14 +60,14 @@ def weights(path):
     return h.hexdigest()[:16], f"{count} tensors"
 
 
-# Report keys that hold measurements of time, cost or the machine, or paths of this run: not compared.
-MEASURED = ("_s", "time", "cost", "price", "date", "host", "path", "dir", "tokens_per", "mfu", "rss",
-            "bytes_per", "throughput", "phases", "command", "version", "started", "finished", "device_hours")
+# Report fields that are measured (times, and what is derived from them: throughput, goodput, the prose
+# details that quote recovery times) or sizes of files rather than compared numbers: not digested.
+MEASURED = {"detail", "goodput", "bytes", "tokens_per_s"}
 
 
 def compared(x):
     if isinstance(x, dict):
-        return {k: compared(v) for k, v in x.items() if not any(m in k.lower() for m in MEASURED)}
+        return {k: compared(v) for k, v in x.items() if k not in MEASURED and not k.endswith("_s")}
     if isinstance(x, list):
         return [compared(v) for v in x]
     if isinstance(x, float):
