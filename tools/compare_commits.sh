@@ -10,7 +10,8 @@
 #
 #   --data DIR    the demo data (default: data/ of this checkout; needs demo/shards/{train,eval} and
 #                 demo/qwen3-tokenizer)
-#   --work DIR    where builds and runs go (default: a temporary dir, removed at exit unless --keep)
+#   --work DIR    where builds and runs go (default: a temporary dir, removed at exit unless --keep; a
+#                 failed build or run keeps it, for its logs)
 #   --no-cache    rebuild even when a binary of that commit is in the cache
 #                 (${PT_COMPARE_CACHE:-~/.cache/portatrain-compare}/<commit>/portatrain)
 #
@@ -18,8 +19,9 @@
 # the binaries differ. Runs: init (seed 42); single process cpu-ref and cpu; TP2 x FSDP2 under mpirun
 # (4 ranks); --precision bf16; --activation-checkpointing full; a resume from `latest` after a run killed
 # mid-way; a supervised run with an injected kill; a short `accept` (cpu-ref:fp32 vs cpu:fp32).
+# Measured on a shared, busy 2-core machine: about 3 minutes per build and 80 s of runs per side.
 set -uo pipefail
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "compare_commits: $*" >&2; exit 2; }
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,7 +50,6 @@ WORK=$(cd "$WORK" && pwd)
 trees=()
 cleanup() {
   for t in "${trees[@]}"; do git -C "$HERE" worktree remove --force "$t" >/dev/null 2>&1; done
-  git -C "$HERE" worktree prune
   [ $KEEP = 1 ] && echo "kept: $WORK" || rm -rf "$WORK"
 }
 trap cleanup EXIT
