@@ -21,7 +21,7 @@
 # mid-way; a supervised run with an injected kill; a short `accept` (cpu-ref:fp32 vs cpu:fp32).
 # Measured on a shared, busy 2-core machine: about 3 minutes per build and 80 s of runs per side.
 set -uo pipefail
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 die() { echo "compare_commits: $*" >&2; exit 2; }
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     --work) WORK=${2:?--work needs a DIR}; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --no-cache) CACHE=0; shift ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) revs+=("$1"); shift ;;
   esac
