@@ -1,13 +1,28 @@
-# Sourced by the CLI tests: check WANT_RC PATTERN -- COMMAND... runs COMMAND, and it passes when the
-# exit status is WANT_RC and the output (stdout + stderr, left in $T/out) matches the grep PATTERN.
-# Needs $T (the test's temp dir); sets fail=1 on a failure. train_fixture also needs $B (portatrain) and $S
-# (the source dir).
-check() {
-    local want=$1 pat=$2; shift 3
+# Sourced by the CLI tests: the shared assertions. Each prints "FAIL: ..." on a failure and sets fail=1;
+# expect and expect_run also count into $checks and $fails, for the tests that end on those counts.
+#
+# check WANT_RC PATTERN -- COMMAND... runs COMMAND, and it passes when the exit status is WANT_RC and the
+# output (stdout + stderr, left in $T/out) matches the grep PATTERN; check_fixed takes a fixed STRING.
+# Needs $T (the test's temp dir). train_fixture also needs $B (portatrain) and $S (the source dir).
+_check() {
+    local grep_opt=$1 want=$2 pat=$3; shift 4
     "$@" >"$T/out" 2>&1; local rc=$?
-    if [ "$rc" != "$want" ] || ! grep -q -- "$pat" "$T/out"; then
+    if [ "$rc" != "$want" ] || ! grep -q $grep_opt -- "$pat" "$T/out"; then
         echo "FAIL (rc $rc, want $want, pattern '$pat'): $*"; cat "$T/out"; fail=1
     else echo "ok: $*"; fi
+}
+check() { _check -G "$@"; }
+check_fixed() { _check -F "$@"; }
+# expect 'EXPRESSION' MESSAGE: passes when the shell expression (evaluated in the caller's variables) succeeds.
+expect() {
+    checks=$((${checks:-0} + 1))
+    if eval "$1"; then :; else echo "FAIL: $2"; fails=$((${fails:-0} + 1)); fail=1; fi
+}
+# expect_run MESSAGE COMMAND...: passes when COMMAND exits 0.
+expect_run() {
+    local what=$1; shift
+    checks=$((${checks:-0} + 1))
+    if "$@"; then :; else echo "FAIL: $what"; fails=$((${fails:-0} + 1)); fail=1; fi
 }
 # jcheck FILE.json PY_EXPR DESCRIPTION: passes when the Python expression over r = json.load(FILE) is true.
 jcheck() {
@@ -19,17 +34,7 @@ jcheck() {
 # FIRST..LAST (default: A's steps) and every loss of B is within TOL relative of A's same step. Prints the
 # worst difference; the checkpoint-portability checks use it with FIRST = the step after the checkpoint.
 curve_parity() {
-    python3 - "$@" <<'PY'
-import json, sys
-a = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[1]))}
-b = {j["step"]: j["loss"] for j in map(json.loads, open(sys.argv[2]))}
-label, tol = sys.argv[3], float(sys.argv[4])
-want = list(range(int(sys.argv[5]), int(sys.argv[6]) + 1)) if len(sys.argv) > 6 else sorted(a)
-steps = [s for s in want if s in b and s in a]
-worst = max(abs(b[s] - a[s]) / abs(a[s]) for s in steps) if steps else 1
-print(f"{label}: steps {steps[0] if steps else '-'}..{steps[-1] if steps else '-'}, max rel diff {worst:.3e} (bound {tol:g})")
-sys.exit(0 if steps == want and worst <= tol else 1)
-PY
+    python3 "$PT_SOURCE_DIR/tests/py/curve_parity.py" "$@"
 }
 # train_fixture BACKEND OUTDIR [EXTRA ARGS...]: 8 steps on the tied golden fixture (batch 2 x 16 tokens,
 # warm-up 2 then cosine, weight decay 0.1): the backend CLI tests' common short run.

@@ -83,12 +83,7 @@ yes_ '[ -d "$T/run/checkpoint-3" ] && [ "$(cat "$T/run/latest")" = checkpoint-3 
 # 7. eval: --max-batches 0, a non-finite loss
 check 2 "option --max-batches must be in" -- "$B" eval --model "$G" --data "$G/data.bin" --seq-len 16 --max-batches 0
 mkdir -p "$T/nanmodel"; cp "$G/config.json" "$T/nanmodel/"
-python3 - "$G/model.safetensors" "$T/nanmodel/model.safetensors" <<'PY'
-import struct, sys
-b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]
-b[8 + n:] = b"\xff" * (len(b) - 8 - n)  # every weight NaN
-open(sys.argv[2], "wb").write(b)
-PY
+python3 "$PT_SOURCE_DIR/tests/py/st_nan_weights.py" "$G/model.safetensors" "$T/nanmodel/model.safetensors"
 check 3 "portatrain: error: .*non-finite eval loss" -- "$B" eval --model "$T/nanmodel" --data "$G/data.bin" --seq-len 16
 "$B" eval --model "$T/nanmodel" --data "$G/data.bin" --seq-len 16 2>/dev/null >"$T/nan.json"
 jcheck "$T/nan.json" "r['loss'] is None and r['perplexity'] is None" "eval prints valid JSON (null) for a NaN loss"
@@ -217,13 +212,7 @@ check 2 "warmup-ratio must be in \[0, 1\]" -- ep "$T/wr5" --max-steps 2 --warmup
 # loss); metrics.jsonl keeps every step's
 "$B" train --model "$G" --data "$G/data.bin" --output-dir "$T/lg" --max-steps 6 --seq-len 16 --per-device-train-batch-size 2 \
     --logging-steps 3 2>"$T/lg.err" >/dev/null
-python3 - "$T/lg/metrics.jsonl" "$T/lg.err" <<'PY' && echo "ok: progress line loss = mean since the previous line" || { echo "FAIL: progress line loss"; fail=1; }
-import json, re, sys
-r = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-shown = {int(m.group(1)): m.group(2) for m in re.finditer(r"step (\d+)/6  loss (\S+)", open(sys.argv[2]).read())}
-want = {1: r[0], 3: sum(r[1:3]) / 2, 6: sum(r[3:6]) / 3}
-sys.exit(0 if shown == {k: "%.4f" % v for k, v in want.items()} and "%.4f" % r[5] != shown[6] else 1)
-PY
+python3 "$PT_SOURCE_DIR/tests/py/progress_loss.py" "$T/lg/metrics.jsonl" "$T/lg.err" && echo "ok: progress line loss = mean since the previous line" || { echo "FAIL: progress line loss"; fail=1; }
 
 # 13. more HF TrainingArguments: --save-strategy no|steps|epoch, --optim (AdamW names), --report-to none
 ok0 ep "$T/ss1" --num-train-epochs 1.5 --save-strategy epoch --optim adamw_torch_fused --report_to none

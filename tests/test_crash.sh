@@ -9,7 +9,7 @@ set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; checks=0
-check() { checks=$((checks+1)); if eval "$1"; then :; else echo "FAIL: $2"; fails=$((fails+1)); fi; }
+. "$PT_SOURCE_DIR/tests/cli_check.sh"
 G="$PT_SOURCE_DIR/tests/fixtures/golden/tied"
 # ASan+UBSan builds (the same code, ~2-3x slower a step) run shorter: 12 then 60 steps, 15 random kills
 STEPS=40 LONG=150 KILLS=50; [ -n "${PT_SANITIZED:-}" ] && { STEPS=12 LONG=60 KILLS=15; echo "sanitized build: $KILLS random kills in $LONG steps"; }
@@ -33,17 +33,17 @@ latest_ok() { # the checkpoint latest names verifies (or there is none yet)
 resume_arg() { if [ -e "$1/latest" ]; then echo "--resume-from-checkpoint latest"; else echo "--overwrite-output-dir"; fi; }
 
 run "$tmp/ref" 2>/dev/null
-check '[ -f "$tmp/ref/model.safetensors" ]' "reference run failed"
+expect '[ -f "$tmp/ref/model.safetensors" ]' "reference run failed"
 
 # 1. deterministic kills at each stage of the save of step 7
 for stage in tensors-written manifest-written renamed pointer-updated; do
   out="$tmp/stage-$stage"
   PT_CKPT_CRASH_AT=$stage run "$out" --max-steps 7 2>/dev/null   # dies during the first save
-  check 'latest_ok "$out"' "$stage: latest does not verify after the kill"
+  expect 'latest_ok "$out"' "$stage: latest does not verify after the kill"
   # continue: saves at later steps crash no more
   run "$out" $(resume_arg "$out") 2>/dev/null
-  check '[ "$(losses "$out")" = "$(losses "$tmp/ref")" ]' "$stage: losses differ after resume"
-  check 'cmp -s "$out/model.safetensors" "$tmp/ref/model.safetensors"' "$stage: final weights differ"
+  expect '[ "$(losses "$out")" = "$(losses "$tmp/ref")" ]' "$stage: losses differ after resume"
+  expect 'cmp -s "$out/model.safetensors" "$tmp/ref/model.safetensors"' "$stage: final weights differ"
 done
 
 # 2. random kills: at least 50 (15 sanitized), at random times, in a longer run that saves every step
@@ -59,14 +59,14 @@ while [ $kills -lt $KILLS ] && [ $attempts -lt 400 ]; do
   if kill -9 $pid 2>/dev/null; then kills=$((kills+1)); fi
   wait $pid 2>/dev/null
   if ! latest_ok "$out"; then
-    check 'false' "after kill $kills: latest does not verify: $("$PORTATRAIN" ckpt verify "$out" 2>&1)"
+    expect 'false' "after kill $kills: latest does not verify: $("$PORTATRAIN" ckpt verify "$out" 2>&1)"
     break
   fi
   [ -f "$out/model.safetensors" ] && [ "$(wc -l < "$out/metrics.jsonl")" -eq $STEPS ] && rm -rf "$out"  # finished: start over
 done
-check '[ $kills -ge $KILLS ]' "only $kills kills landed"
+expect '[ $kills -ge $KILLS ]' "only $kills kills landed"
 run "$out" $(resume_arg "$out") 2>/dev/null
-check '[ "$(losses "$out")" = "$(losses "$tmp/ref")" ]' "random kills: losses differ from the uninterrupted run: $(diff <(losses "$out") <(losses "$tmp/ref") | head -5)"
-check 'cmp -s "$out/model.safetensors" "$tmp/ref/model.safetensors"' "random kills: final weights differ"
+expect '[ "$(losses "$out")" = "$(losses "$tmp/ref")" ]' "random kills: losses differ from the uninterrupted run: $(diff <(losses "$out") <(losses "$tmp/ref") | head -5)"
+expect 'cmp -s "$out/model.safetensors" "$tmp/ref/model.safetensors"' "random kills: final weights differ"
 echo "test_crash: $kills kills; $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

@@ -49,20 +49,7 @@ train() { # kind name np tp fsdp dp out [extra...]
 # parity A B [first_step]: every loss of B within 1e-5 relative of A's, the first within 1e-6, the same
 # global batch (tokens and the layout-independent batch fingerprint)
 parity() {
-  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}" <<'PY'
-import json, sys
-a = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
-b = {r["step"]: r for r in map(json.loads, open(sys.argv[2]))}
-first = int(sys.argv[3]); bad = []
-steps = [s for s in sorted(b) if s >= first]
-if len(steps) != 20 - first + 1: bad.append("steps %s" % steps)
-for s in steps:
-    rel = abs(a[s]["loss"] - b[s]["loss"]) / abs(a[s]["loss"])
-    if rel > (1e-6 if s == first else 1e-5): bad.append("step %d: %r vs %r (rel %.2e)" % (s, a[s]["loss"], b[s]["loss"], rel))
-    if a[s]["tokens"] != b[s]["tokens"]: bad.append("step %d: tokens %d vs %d" % (s, a[s]["tokens"], b[s]["tokens"]))
-    if a[s]["batch_fingerprint"] != b[s]["batch_fingerprint"]: bad.append("step %d: the global batch differs" % s)
-if bad: print("\n".join(bad)); sys.exit(1)
-PY
+  python3 "$PT_SOURCE_DIR/tests/py/layout_parity.py" "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-1}"
 }
 
 for kind in untied tied; do
@@ -128,14 +115,7 @@ for l in $LAYOUTS $L3; do
   B=$((GLOBAL / ACC / (fsdp * dp)))
   "$PORTATRAIN" topo --world "$np" --tp "$tp" --fsdp "$fsdp" --dp "$dp" --model "$T/init_untied" \
     --per-device-train-batch-size $B --seq-len 16 --gradient-accumulation-steps $ACC --json >"$T/topo.json"
-  if python3 - "$T/topo.json" "$T/untied/$name/metrics.jsonl" <<'PY' >"$T/out"
-import json, sys
-want = json.load(open(sys.argv[1]))["comm_bytes_per_step"]
-for line in open(sys.argv[2]):
-    r = json.loads(line)
-    for k, v in want.items():
-        if r["comm_bytes"][k] != v: sys.exit("step %d %s: measured %d, topo %d" % (r["step"], k, r["comm_bytes"][k], v))
-PY
+  if python3 "$PT_SOURCE_DIR/tests/py/topo_bytes.py" "$T/topo.json" "$T/untied/$name/metrics.jsonl" >"$T/out" 2>&1
   then echo "ok: topo bytes = measured bytes ($name)"; else echo "FAIL: topo vs measured ($name)"; cat "$T/out"; fail=1; fi
 done
 # a checkpoint holds one file per rank and the global shapes

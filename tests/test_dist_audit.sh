@@ -52,19 +52,7 @@ topo_vs_run() {
   "$PORTATRAIN" topo --world "$np" --tp "$tp" --fsdp "$fsdp" --dp "$dp" --model "$T/init_$kind" --seq-len 16 \
     --per-device-train-batch-size "$b" --gradient-accumulation-steps "$acc" --json "$@" >"$T/topo.json" 2>"$T/out" \
     || { echo "FAIL: $name topo"; cat "$T/out"; fail=1; return; }
-  if python3 - "$T/topo.json" "$T/$name/metrics.jsonl" <<'PY' >"$T/out"
-import json, sys
-t = json.load(open(sys.argv[1]))
-for line in open(sys.argv[2]):
-    r = json.loads(line)
-    for k, v in t["comm_bytes_per_step"].items():
-        if r["comm_bytes"][k] != v: sys.exit("step %d %s: measured %d, topo %d" % (r["step"], k, r["comm_bytes"][k], v))
-    m = t["memory_bytes_per_rank"]
-    if r["activation_bytes"] != m["activations"]:
-        sys.exit("activations: measured %d, topo %d" % (r["activation_bytes"], m["activations"]))
-    if r["state_bytes_per_rank"] != m["parameter_state"]:
-        sys.exit("parameter state: measured %d, topo %d" % (r["state_bytes_per_rank"], m["parameter_state"]))
-PY
+  if python3 "$PT_SOURCE_DIR/tests/py/topo_audit.py" "$T/topo.json" "$T/$name/metrics.jsonl" >"$T/out"
   then echo "ok: topo = measured ($name)"; else echo "FAIL: topo vs measured ($name)"; cat "$T/out"; fail=1; fi
 }
 topo_vs_run tp2-full untied 2 2 1 1 4 2 --activation-checkpointing full
@@ -162,19 +150,7 @@ small=(train --model "$T/init_untied" --data "$data" --max-steps 2 --seq-len 16 
 "$PORTATRAIN" "${small[@]}" --output-dir "$T/m1" --per-device-train-batch-size 8 >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
 "${MPIRUN[@]}" -np 4 "$PORTATRAIN" "${small[@]}" --output-dir "$T/m4" --per-device-train-batch-size 2 --dp 2 --fsdp 2 \
   >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
-if python3 - "$T/m1/metrics.jsonl" "$T/m4/metrics.jsonl" <<'PY' >"$T/out"
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-assert len(a) == len(b) == 2, (len(a), len(b))
-for x, y in zip(a, b):
-    missing = sorted(set(x) - set(y))
-    assert not missing, "fields of the single process missing: %s" % missing
-    for k in ("step", "tokens", "epoch", "lr", "batch_fingerprint"):
-        assert x[k] == y[k], (k, x[k], y[k])
-    assert abs(x["loss"] - y["loss"]) <= 1e-6 * x["loss"], (x["loss"], y["loss"])
-    assert y["peak_rss_mib"] == max(y["peak_rss_mib_per_rank"]), y
-PY
+if python3 "$PT_SOURCE_DIR/tests/py/dist_metrics_fields.py" "$T/m1/metrics.jsonl" "$T/m4/metrics.jsonl" >"$T/out"
 then echo "ok: distributed metrics have the single process's fields and values"; else echo "FAIL: metrics fields"; cat "$T/out"; fail=1; fi
 files() { (cd "$1" && find . -type f ! -path './heartbeats/*' | sort); }
 if [ "$(files "$T/m1")" = "$(files "$T/m4")" ] && [ "$(ls "$T/m4/heartbeats" | wc -l)" -eq 4 ]; then echo "ok: the same files (+ one heartbeat per rank)"
@@ -186,13 +162,10 @@ else echo "FAIL: output files differ"; diff <(files "$T/m1") <(files "$T/m4"); l
 # the state + activations + about one tensor. FSDP2 and TP2 on a 241 MiB model (16 layers, largest tensor
 # 4 MiB), each over the same layout's peak on the 0.1 MB fixture: the growth must stay under state +
 # activations + topo's start-up buffers + 10% of the model (the old load: + 100% of it or more).
-python3 - "$fixture/untied/config.json" "$T/big.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c.update(hidden_size=512, intermediate_size=2048, num_hidden_layers=16, num_attention_heads=8, num_key_value_heads=4,
-         head_dim=64, layer_types=["full_attention"] * 16)
-json.dump(c, open(sys.argv[2], "w"))
-PY
+# 16 layers, every one full attention
+python3 "$PT_SOURCE_DIR/tests/py/json_edit.py" "$fixture/untied/config.json" "$T/big.json" hidden_size=512 \
+  intermediate_size=2048 num_hidden_layers=16 num_attention_heads=8 num_key_value_heads=4 head_dim=64 \
+  layer_types="[$(printf '"full_attention", %.0s' {1..15})\"full_attention\"]"
 for lay in fsdp tp; do
   "$PORTATRAIN" topo --world 2 "--$lay" 2 --config "$T/big.json" --seq-len 16 --per-device-train-batch-size 4 \
     --json >"$T/topo_big_$lay.json"
@@ -201,52 +174,21 @@ done
 jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['startup_load_buffers'] == 4 * 2048 * 512" \
   "topo reports the start-up buffers (one tensor, not the model)"
 # each rank's lifetime peak RSS (KiB), final save included: $T/maxrss_NAME.RANK
-cat >"$T/maxrss.py" <<'PY'
-import os, resource, subprocess, sys
-rc = subprocess.call(sys.argv[2:])
-with open("%s.%s" % (sys.argv[1], os.environ.get("OMPI_COMM_WORLD_RANK", "0")), "w") as f:
-    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(rc)
-PY
 # startup_growth EXTRA_MIB BASE_RUN RUN MODEL_DIR TOPO.json LABEL: the first step's peak RSS (the highest rank's)
 # over the fixture's in the same layout must stay under the state + activations + topo's start-up buffers +
 # 10% of the model + EXTRA_MIB
 startup_growth() {
-  python3 - "$1" "$2/metrics.jsonl" "$3/metrics.jsonl" "$(stat -c %s "$4/model.safetensors")" "$5" "$6" <<'PY'
-import json, sys
-extra = float(sys.argv[1])
-base = json.loads(open(sys.argv[2]).readline())
-run = json.loads(open(sys.argv[3]).readline())
-model = int(sys.argv[4]) / 2**20
-load = json.load(open(sys.argv[5]))["memory_bytes_per_rank"]["startup_load_buffers"] / 2**20
-grown = max(run["peak_rss_mib_per_rank"]) - max(base["peak_rss_mib_per_rank"])
-state = (run["state_bytes_per_rank"] + run["activation_bytes"]) / 2**20
-bound = state + load + 0.1 * model + extra
-print("%s: peak RSS over the fixture's %.1f MiB = state + activations %.1f + %.1f; bound %.1f MiB (+ start-up "
-      "buffers %.1f + 10%% of the %.1f MiB model + %.0f)" % (sys.argv[6], grown, state, grown - state, bound, load,
-      model, extra))
-sys.exit(0 if grown <= bound else 1)
-PY
+  python3 "$PT_SOURCE_DIR/tests/py/rss_growth_bound.py" "$1" "$2/metrics.jsonl" "$3/metrics.jsonl" "$(stat -c %s "$4/model.safetensors")" "$5" "$6"
 }
 # save_growth NAME MODEL_DIR TOPO.json LABEL: rank 0's lifetime peak RSS (rss_run's wrapper, the final HF save
 # included) over its training peak in metrics.jsonl stays under topo's final-save buffers + 10% of the model
 save_growth() {
-  python3 - "$T/rss_$1/metrics.jsonl" "$(cat "$T/maxrss_$1.0")" "$(stat -c %s "$2/model.safetensors")" "$3" "$4" <<'PY'
-import json, sys
-train = json.loads(open(sys.argv[1]).readline())["peak_rss_mib_per_rank"][0]
-life = int(sys.argv[2]) / 1024
-model = int(sys.argv[3]) / 2**20
-save = json.load(open(sys.argv[4]))["memory_bytes_per_rank"]["final_save_buffers_rank0"] / 2**20
-bound = save + 0.1 * model
-print("%s: rank 0's peak RSS %.1f MiB, in training %.1f: the final save added %.1f MiB; bound %.1f (topo's save "
-      "buffers %.1f + 10%% of the %.1f MiB model)" % (sys.argv[5], life, train, life - train, bound, save, model))
-sys.exit(0 if life - train <= bound else 1)
-PY
+  python3 "$PT_SOURCE_DIR/tests/py/rss_final_save_bound.py" "$T/rss_$1/metrics.jsonl" "$(cat "$T/maxrss_$1.0")" "$(stat -c %s "$2/model.safetensors")" "$3" "$4"
 }
 rss_run() { # name model layout...  ($PT_WEIGHT_BLOCK_BYTES, when set, reaches the ranks)
   local name=$1 model=$2; shift 2
   local fwd=(); [ -n "${PT_WEIGHT_BLOCK_BYTES:-}" ] && fwd=(-x PT_WEIGHT_BLOCK_BYTES)
-  "${MPIRUN[@]}" "${fwd[@]}" -np 2 python3 "$T/maxrss.py" "$T/maxrss_$name" "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
+  "${MPIRUN[@]}" "${fwd[@]}" -np 2 python3 "$PT_SOURCE_DIR/tests/py/maxrss.py" "$T/maxrss_$name" "$PORTATRAIN" train --model "$T/init_$model" --data "$data" --output-dir "$T/rss_$name" \
     --max-steps 1 --seq-len 16 --per-device-train-batch-size 4 --quiet "$@" >"$T/out" 2>&1 \
     || { echo "FAIL: rss run $name"; cat "$T/out"; fail=1; }
 }
@@ -271,12 +213,8 @@ jcheck "$T/topo_big_fsdp.json" "r['memory_bytes_per_rank']['final_save_buffers_r
 # + 32 MiB: the step's reductions go in 16 MiB pieces (a packing buffer, and MPI's temporary of a piece); in
 # one message, OpenMPI's default reduce-scatter put a temporary of the embedding's whole 128 MiB gradient on
 # rank 0 (120 MiB above rank 1): rank 0's peak must also stay within 32 MiB of rank 1's.
-python3 - "$T/big.json" "$T/wide.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c.update(vocab_size=65536, num_hidden_layers=2, layer_types=["full_attention"] * 2)
-json.dump(c, open(sys.argv[2], "w"))
-PY
+python3 "$PT_SOURCE_DIR/tests/py/json_edit.py" "$T/big.json" "$T/wide.json" vocab_size=65536 num_hidden_layers=2 \
+  layer_types='["full_attention", "full_attention"]'
 PT_WEIGHT_BLOCK_BYTES=4194304 "$PORTATRAIN" topo --world 2 --fsdp 2 --config "$T/wide.json" --seq-len 16 \
   --per-device-train-batch-size 4 --json >"$T/topo_wide.json"
 jcheck "$T/topo_wide.json" "r['memory_bytes_per_rank']['final_save_buffers_rank0'] == 2 * 4 * 2048 * 512" \
@@ -335,21 +273,7 @@ for kind in untied tied; do
 done
 for v in ne nelast lmonly; do
   mkdir -p "$T/tied_$v"; cp "$T/init_tied/config.json" "$T/tied_$v/"
-  python3 - "$T/init_tied/model.safetensors" "$T/tied_$v/model.safetensors" "$v" <<'PY'
-import json, struct, sys
-raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-hdr.pop("__metadata__", None)
-if sys.argv[3] == "lmonly":
-    hdr["lm_head.weight"] = hdr.pop("model.embed_tokens.weight")
-else:
-    e = hdr["model.embed_tokens.weight"]; b, en = e["data_offsets"]
-    lm = bytearray(data[b:en]); lm[5 if sys.argv[3] == "ne" else -3] ^= 0x01
-    hdr["lm_head.weight"] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(data), len(data) + len(lm)]}
-    data += bytes(lm)
-h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
-PY
+  python3 "$PT_SOURCE_DIR/tests/py/st_tied_variant.py" "$T/init_tied/model.safetensors" "$T/tied_$v/model.safetensors" "$v"
 done
 check 1 "portatrain: error: $T/tied_ne/model.safetensors: lm_head.weight differs from model.embed_tokens.weight but config.json has tie_word_embeddings true" -- \
   "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${hrun[@]}" --model "$T/tied_ne" --output-dir "$T/h_ne" --fsdp 2

@@ -33,20 +33,7 @@ check 0 "exported" -- "$B" export --checkpoint "$C1" --output-dir "$X"
 check 0 "exported" -- "$B" export --checkpoint "$C2" --output-dir "$X" --max-shard-size 20000
 expect "unsharded -> sharded: stale model.safetensors removed" '[ ! -e "$X/model.safetensors" ] && [ -e "$X/model.safetensors.index.json" ]'
 expect "unsharded -> sharded: the new weights load ($(loss "$X") = $L2)" '[ "$(loss "$X")" = "$L2" ]'
-python3 - "$X" >"$T/idx" <<'PY'
-import glob, json, os, struct, sys
-idx = json.load(open(os.path.join(sys.argv[1], "model.safetensors.index.json")))
-size = params = 0; where = {}
-for f in glob.glob(os.path.join(sys.argv[1], "model-*.safetensors")):
-    raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-    for k, v in json.loads(raw[8:8 + n]).items():
-        if k == "__metadata__": continue
-        size += v["data_offsets"][1] - v["data_offsets"][0]; where[k] = os.path.basename(f)
-        p = 1
-        for d in v["shape"]: p *= d
-        params += p
-print(idx["metadata"] == {"total_parameters": params, "total_size": size} and idx["weight_map"] == where)
-PY
+python3 "$S/tests/py/st_index_matches.py" "$X" >"$T/idx"
 expect "sharded index: weight_map names each tensor's file, metadata total_size (tensor bytes) and total_parameters as transformers 5 writes them" \
     '[ "$(cat "$T/idx")" = True ]'
 n20=$(ls "$X" | grep -c -- '-of-00020\.safetensors$')
@@ -114,28 +101,12 @@ check 0 "not resumable or exportable" -- "$B" ckpt verify "$T/bench"
 # --- 4. tied config with an lm_head.weight in the file: equal is accepted, different refused ---
 with_lm_head() {  # with_lm_head DIR FLIP: the tied fixture plus lm_head.weight = embed_tokens (one byte flipped if FLIP=1)
     mkdir -p "$1"; cp "$F/config.json" "$1/"
-    python3 - "$F/model.safetensors" "$1/model.safetensors" "$2" <<'PY'
-import json, struct, sys
-raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-e = hdr["model.embed_tokens.weight"]; b, en = e["data_offsets"]
-lm = bytearray(data[b:en])
-if sys.argv[3] == "1": lm[5] ^= 0x01
-hdr["lm_head.weight"] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [len(data), len(data) + len(lm)]}
-h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data + bytes(lm))
-PY
+    python3 "$S/tests/py/st_add_lm_head.py" "$F/model.safetensors" "$1/model.safetensors" "$2"
 }
 with_lm_head "$T/tied_eq" 0; with_lm_head "$T/tied_ne" 1
 # tied, only lm_head.weight stored (no model.embed_tokens.weight): transformers loads the embedding from it
 mkdir -p "$T/tied_lmonly"; cp "$F/config.json" "$T/tied_lmonly/"
-python3 - "$F/model.safetensors" "$T/tied_lmonly/model.safetensors" <<'PY'
-import json, struct, sys
-raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); hdr["lm_head.weight"] = hdr.pop("model.embed_tokens.weight")
-h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
-PY
+python3 "$S/tests/py/st_rename.py" "$F/model.safetensors" "$T/tied_lmonly/model.safetensors" model.embed_tokens.weight lm_head.weight
 L0=$(loss "$F")
 expect "tied, lm_head.weight equal to embed_tokens: accepted, same loss" '[ -n "$L0" ] && [ "$(loss "$T/tied_eq")" = "$L0" ]'
 check 0 '"loss"' -- "$B" eval --model "$T/tied_eq" --data "$F/data.bin" --seq-len 16 --max-batches 1
@@ -152,41 +123,26 @@ cat >"$T/nohd/config.json" <<'EOF'
 EOF
 check 0 "" -- "$B" init --config "$T/nohd/config.json" --output-dir "$T/nohd/m"
 jcheck "$T/nohd/m/config.json" 'r["head_dim"] == 128' "head_dim absent -> 128 written"
-python3 - "$T/nohd/m/model.safetensors" >"$T/shape" <<'PY'
-import json, struct, sys
-raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-print(json.loads(raw[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]["shape"])
-PY
+python3 "$S/tests/py/st_shape.py" "$T/nohd/m/model.safetensors" model.layers.0.self_attn.q_proj.weight >"$T/shape"
 expect "q_proj is [heads*128, hidden]" '[ "$(cat "$T/shape")" = "[512, 64]" ]'
 
 # --- 5b. num_key_value_heads: absent -> 32 (Qwen3Config's default), null -> num_attention_heads ---
 for kv in absent null; do
-    python3 - "$kv" "$T/kv_$kv.json" <<'PY'
-import json, sys
-c = {"model_type": "qwen3", "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1,
-     "num_attention_heads": 32, "head_dim": 8, "tie_word_embeddings": True}
-if sys.argv[1] == "null": c["num_key_value_heads"] = None
-json.dump(c, open(sys.argv[2], "w"))
-PY
+    kv_edit=(); [ $kv = null ] && kv_edit=(num_key_value_heads=null)
+    python3 "$S/tests/py/json_edit.py" - "$T/kv_$kv.json" model_type='"qwen3"' vocab_size=128 hidden_size=64 \
+        intermediate_size=96 num_hidden_layers=1 num_attention_heads=32 head_dim=8 tie_word_embeddings=true "${kv_edit[@]}"
     check 0 "" -- "$B" init --config "$T/kv_$kv.json" --output-dir "$T/kv_$kv"
 done
 jcheck "$T/kv_absent/config.json" 'r["num_key_value_heads"] == 32' "num_key_value_heads absent -> 32"
 jcheck "$T/kv_null/config.json" 'r["num_key_value_heads"] == 32' "num_key_value_heads null -> num_attention_heads"
-python3 - "$T/kv_null.json" "$T/kv_16.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c["num_attention_heads"] = 16; c["num_key_value_heads"] = None
-json.dump(c, open(sys.argv[2], "w"))
-c.pop("num_key_value_heads"); json.dump(c, open(sys.argv[2] + ".absent", "w"))
-PY
+python3 "$S/tests/py/json_edit.py" "$T/kv_null.json" "$T/kv_16.json" num_attention_heads=16 num_key_value_heads=null
+python3 "$S/tests/py/json_edit.py" "$T/kv_16.json" "$T/kv_16.json.absent" -num_key_value_heads
 check 0 "" -- "$B" init --config "$T/kv_16.json" --output-dir "$T/kv_16"
 jcheck "$T/kv_16/config.json" 'r["num_key_value_heads"] == 16' "num_key_value_heads null, 16 heads -> 16"
 check 1 "no num_key_value_heads: Qwen3Config's default 32 does not divide num_attention_heads (16)" -- \
     "$B" init --config "$T/kv_16.json.absent" --output-dir "$T/kv_16a"
 
-python3 - "$T/kv_null.json" "$T/drop.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c["attention_dropout"] = 0.1; json.dump(c, open(sys.argv[2], "w"))
-PY
+python3 "$S/tests/py/json_edit.py" "$T/kv_null.json" "$T/drop.json" attention_dropout=0.1
 check 0 "" -- "$B" init --config "$T/drop.json" --output-dir "$T/drop"
 jcheck "$T/drop/config.json" 'r["attention_dropout"] == 0.1' "attention_dropout kept"
 check 0 '"loss"' -- "$B" eval --model "$T/drop" --data "$F/data.bin" --seq-len 16 --max-batches 1
@@ -195,12 +151,8 @@ check 1 "attention_dropout 0.1: training with attention dropout is not supported
 
 # --- 6. eos_token_id as a list, hidden_act "swish" (= silu in transformers' ACT2FN), pad_token_id: accepted and kept ---
 mkdir -p "$T/ids"
-python3 - "$F/config.json" "$T/ids/config.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c.update(eos_token_id=[5, 6], pad_token_id=3, bos_token_id=4, hidden_act="swish")
-json.dump(c, open(sys.argv[2], "w"))
-PY
+python3 "$S/tests/py/json_edit.py" "$F/config.json" "$T/ids/config.json" eos_token_id='[5, 6]' pad_token_id=3 bos_token_id=4 \
+    hidden_act='"swish"'
 check 0 "" -- "$B" init --config "$T/ids/config.json" --output-dir "$T/ids/m"
 jcheck "$T/ids/m/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"] == 3 and r["bos_token_id"] == 4' \
     "init keeps the eos_token_id list and pad_token_id"
@@ -209,10 +161,7 @@ jcheck "$T/ids/m/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"]
 check 0 "exported" -- "$B" export --checkpoint "$T/ids/run/checkpoint-1" --output-dir "$T/ids/exp"
 jcheck "$T/ids/exp/config.json" 'r["eos_token_id"] == [5, 6] and r["pad_token_id"] == 3 and r["hidden_act"] == "silu"' \
     "export keeps the eos_token_id list and pad_token_id"
-python3 - "$F/config.json" "$T/ids/config.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c.update(eos_token_id=7, pad_token_id=None); json.dump(c, open(sys.argv[2], "w"))
-PY
+python3 "$S/tests/py/json_edit.py" "$F/config.json" "$T/ids/config.json" eos_token_id=7 pad_token_id=null
 check 0 "" -- "$B" init --config "$T/ids/config.json" --output-dir "$T/ids/m2"
 jcheck "$T/ids/m2/config.json" 'r["eos_token_id"] == 7 and "pad_token_id" not in r' "an integer eos_token_id stays an integer"
 for bad in '"eos_token_id": []' '"eos_token_id": [1, "x"]' '"hidden_act": "gelu"'; do
@@ -284,35 +233,13 @@ check 2 "max-shard-size must be a positive number of bytes or one with a unit.*g
 check 2 "dtype must be float32, bfloat16 or float16 (got 'fp8')" -- "$B" export --checkpoint "$C2" --output-dir "$T/g2" --dtype fp8
 # every float16 value is Python's round-to-nearest-even half of the fp32 export's (struct 'e'), dtype F16 in the
 # headers and float16 in config.json
-python3 - "$T/h16" "$T/ref2" >"$T/f16" <<'PY'
-import glob, json, os, struct, sys
-def tensors(d):
-    out = {}
-    for f in glob.glob(os.path.join(d, "*.safetensors")):
-        raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-        for k, v in json.loads(raw[8:8 + n]).items():
-            if k != "__metadata__": out[k] = (v["dtype"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-    return out
-h, f = tensors(sys.argv[1]), tensors(sys.argv[2])
-ok = h.keys() == f.keys() and all(h[k][0] == "F16" for k in h)
-for k in f:
-    vals = struct.unpack("<%df" % (len(f[k][1]) // 4), f[k][1])
-    ok = ok and h[k][1] == struct.pack("<%de" % len(vals), *vals)
-print(ok and json.load(open(os.path.join(sys.argv[1], "config.json")))["torch_dtype"] == "float16")
-PY
+python3 "$S/tests/py/st_f16_matches.py" "$T/h16" "$T/ref2" >"$T/f16"
 expect "float16 export: every weight is the fp32 weight rounded to nearest even half; config says float16" '[ "$(cat "$T/f16")" = True ]'
 L16=$(loss "$T/h16")
 expect "float16 export loads: loss $L16 near fp32's $L2" "python3 -c 'import sys; sys.exit(abs($L16 - $L2) > 1e-3 * abs($L2))'"
 # a weight float16 cannot hold (|w| >= 65520) refuses the export, naming it; nothing is written
 mkdir -p "$T/big"; cp "$F/config.json" "$T/big/"
-python3 - "$F/model.safetensors" "$T/big/model.safetensors" <<'PY'
-import json, struct, sys
-raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
-hdr = json.loads(raw[8:8 + n]); o = 8 + n + hdr["model.norm.weight"]["data_offsets"][0]
-assert hdr["model.norm.weight"]["dtype"] == "F32"
-raw[o + 12:o + 16] = struct.pack("<f", 70000.0)
-open(sys.argv[2], "wb").write(raw)
-PY
+python3 "$S/tests/py/st_set_f32.py" "$F/model.safetensors" "$T/big/model.safetensors" model.norm.weight 3 70000
 "$B" train --model "$T/big" --data "$F/data.bin" --output-dir "$T/bigrun" --max-steps 1 --save-steps 1 --seq-len 16 \
     --per-device-train-batch-size 2 --learning-rate 0 --quiet >/dev/null 2>&1
 check 1 "model.norm.weight\[3\] = 70000 is beyond float16's range" -- \

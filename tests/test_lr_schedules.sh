@@ -22,14 +22,7 @@ print(' '.join(shlex.quote(x) for x in ['--lr-scheduler-type', c['name'], '--lea
       + (['--lr-scheduler-kwargs', json.dumps(c['kwargs'])] if c['kwargs'] else [])))" "$FIX" "$i")
     label="$*"
     if ! run "$T/r$i" "$@" >"$T/log" 2>&1; then echo "FAIL: $label: train failed"; cat "$T/log"; fail=1; continue; fi
-    if python3 - "$FIX" "$i" "$T/r$i/metrics.jsonl" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))["cases"][int(sys.argv[2])]
-got = [json.loads(l)["lr"] for l in open(sys.argv[3])]
-worst = max((abs(a - b) / max(abs(b), 1e-300) for a, b in zip(got, c["rates"])), default=0)
-print("  worst relative difference to HF: %.3g" % worst)
-sys.exit(0 if len(got) == len(c["rates"]) and worst <= 1e-15 else 1)
-PY
+    if python3 "$PT_SOURCE_DIR/tests/py/lr_matches_hf.py" "$FIX" "$i" "$T/r$i/metrics.jsonl"
     then echo "ok: $label"; else echo "FAIL: $label: lr differs from HF's"; fail=1; fi
 done
 

@@ -11,16 +11,7 @@ set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 fail=0
-check() {  # want_rc pattern -- command...
-    local want=$1 pat=$2; shift 3
-    "$@" >"$T/out" 2>&1; local rc=$?
-    if [ "$rc" != "$want" ] || ! grep -qF -- "$pat" "$T/out"; then
-        echo "FAIL (rc $rc, want $want, pattern '$pat'): $*"; cat "$T/out"; fail=1
-    else echo "ok: $*"; fi
-}
-expect() {  # description, then a test expression evaluated by the shell
-    if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
-}
+. "$PT_SOURCE_DIR/tests/cli_check.sh"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 TOK=$S/data/demo/qwen3-tokenizer/tokenizer.json
 DATA=$S/data/demo/shards/train
@@ -40,49 +31,48 @@ train --model "$T/m" --backend cpu --output-dir "$T/eval" --data "$S/data/demo/s
 train --model "$T/m-notok" --backend cpu --output-dir "$T/notok"
 
 M=$T/a/manifest.json
-expect "manifest.json written" '[ -s "$M" ]'
+expect '[ -s "$M" ]' "manifest.json written"
 flat=$(tr -d ' \n\t' <"$M")
-expect "format/version" '[[ "$flat" == *"\"format\":\"portatrain-manifest\",\"version\":1"* ]]'
-expect "config sha256" '[[ "$flat" == *"\"config\":{\"name\":\"config.json\",\"bytes\":$(stat -c %s "$T/m/config.json"),\"sha256\":\"$(sha "$T/m/config.json")\"}"* ]]'
-expect "weights sha256" '[[ "$flat" == *"\"weights\":[{\"name\":\"model.safetensors\",\"bytes\":$(stat -c %s "$T/m/model.safetensors"),\"sha256\":\"$(sha "$T/m/model.safetensors")\"}]"* ]]'
-expect "tokenizer sha256" '[[ "$flat" == *"\"tokenizer\":{\"name\":\"tokenizer.json\",\"bytes\":$(stat -c %s "$TOK"),\"sha256\":\"$(sha "$TOK")\"}"* ]]'
-expect "data shard sha256" '[[ "$flat" == *"\"data\":[{\"name\":\"shard-00000.bin\",\"bytes\":$(stat -c %s "$DATA/shard-00000.bin"),\"sha256\":\"$(sha "$DATA/shard-00000.bin")\"}]"* ]]'
-expect "seed and hyper-parameters" '[[ "$flat" == *"\"seed\":42,\"hyperparameters\":{\"learning_rate\":0.003,\"lr_scheduler_type\":\"cosine\",\"warmup_steps\":2,\"max_steps\":3,"* ]]'
-expect "platform" '[[ "$flat" == *"\"backend\":\"cpu\","*"\"precision\":\"fp32\",\"parallel\":{\"tp\":1,\"dp\":1,\"fsdp\":1},\"world_size\":1,\"ranks\":[{\"rank\":0,\"hostname\":"* ]]'
-expect "software" '[[ "$flat" == *"\"software\":{\"portatrain_version\":"*"\"git_commit\":"*"\"cjson\":"*"\"openssl\":\"OpenSSL"* ]]'
-expect "run" '[[ "$flat" == *"\"run\":{\"output_dir\":\"$T/a\","*"\"resume_from_checkpoint\":null}"* ]]'
-expect "no tokenizer: null" 'tr -d " \n\t" <"$T/notok/manifest.json" | grep -qF "\"tokenizer\":null"'
-
-check 0 "frozen inputs: match (manifest.json)" -- "$B" compare "$T/ref" "$T/a" --json "$T/r.json"
+expect '[[ "$flat" == *"\"format\":\"portatrain-manifest\",\"version\":1"* ]]' "format/version"
+expect '[[ "$flat" == *"\"config\":{\"name\":\"config.json\",\"bytes\":$(stat -c %s "$T/m/config.json"),\"sha256\":\"$(sha "$T/m/config.json")\"}"* ]]' "config sha256"
+expect '[[ "$flat" == *"\"weights\":[{\"name\":\"model.safetensors\",\"bytes\":$(stat -c %s "$T/m/model.safetensors"),\"sha256\":\"$(sha "$T/m/model.safetensors")\"}]"* ]]' "weights sha256"
+expect '[[ "$flat" == *"\"tokenizer\":{\"name\":\"tokenizer.json\",\"bytes\":$(stat -c %s "$TOK"),\"sha256\":\"$(sha "$TOK")\"}"* ]]' "tokenizer sha256"
+expect '[[ "$flat" == *"\"data\":[{\"name\":\"shard-00000.bin\",\"bytes\":$(stat -c %s "$DATA/shard-00000.bin"),\"sha256\":\"$(sha "$DATA/shard-00000.bin")\"}]"* ]]' "data shard sha256"
+expect '[[ "$flat" == *"\"seed\":42,\"hyperparameters\":{\"learning_rate\":0.003,\"lr_scheduler_type\":\"cosine\",\"warmup_steps\":2,\"max_steps\":3,"* ]]' "seed and hyper-parameters"
+expect '[[ "$flat" == *"\"backend\":\"cpu\","*"\"precision\":\"fp32\",\"parallel\":{\"tp\":1,\"dp\":1,\"fsdp\":1},\"world_size\":1,\"ranks\":[{\"rank\":0,\"hostname\":"* ]]' "platform"
+expect '[[ "$flat" == *"\"software\":{\"portatrain_version\":"*"\"git_commit\":"*"\"cjson\":"*"\"openssl\":\"OpenSSL"* ]]' "software"
+expect '[[ "$flat" == *"\"run\":{\"output_dir\":\"$T/a\","*"\"resume_from_checkpoint\":null}"* ]]' "run"
+expect 'tr -d " \n\t" <"$T/notok/manifest.json" | grep -qF "\"tokenizer\":null"' "no tokenizer: null"
+check_fixed 0 "frozen inputs: match (manifest.json)" -- "$B" compare "$T/ref" "$T/a" --json "$T/r.json"
 grep -q "allowed difference: platform.backend" "$T/out" || { echo "FAIL: backend not listed as allowed"; fail=1; }
 r=$(tr -d ' \n\t' <"$T/r.json")
-expect "json: verified, source" '[[ "$r" == *"\"verified\":true,\"source\":\"manifest.json\",\"match\":true,\"differences\":[]"* ]]'
-check 2 "frozen input frozen.weights[0].sha256 differs" -- "$B" compare "$T/a" "$T/seed43" --json "$T/r.json"
+expect '[[ "$r" == *"\"verified\":true,\"source\":\"manifest.json\",\"match\":true,\"differences\":[]"* ]]' "json: verified, source"
+check_fixed 2 "frozen input frozen.weights[0].sha256 differs" -- "$B" compare "$T/a" "$T/seed43" --json "$T/r.json"
 r=$(tr -d ' \n\t' <"$T/r.json")
-expect "json: weights difference listed" '[[ "$r" == *"\"verdict\":\"REFUSED\""* && "$r" == *"{\"field\":\"frozen.weights[0].sha256\",\"a\":\"\\\"$(sha "$T/m/model.safetensors")\\\"\""* ]]'
-check 2 "frozen input frozen.data[0].sha256 differs" -- "$B" compare "$T/a" "$T/eval"
+expect '[[ "$r" == *"\"verdict\":\"REFUSED\""* && "$r" == *"{\"field\":\"frozen.weights[0].sha256\",\"a\":\"\\\"$(sha "$T/m/model.safetensors")\\\"\""* ]]' "json: weights difference listed"
+check_fixed 2 "frozen input frozen.data[0].sha256 differs" -- "$B" compare "$T/a" "$T/eval"
 grep -qF "frozen.data[0].bytes" "$T/out" || { echo "FAIL: data bytes difference not listed"; fail=1; }
-check 2 'frozen input frozen.tokenizer differs: {"name":"tokenizer.json"' -- "$B" compare "$T/a" "$T/notok"
+check_fixed 2 'frozen input frozen.tokenizer differs: {"name":"tokenizer.json"' -- "$B" compare "$T/a" "$T/notok"
 
 # a frozen input that cannot be hashed fails the run with one line naming it
 cp -r "$T/m-notok" "$T/m-bad"; mkdir "$T/m-bad/tokenizer.json"
-check 1 "error: manifest: $T/m-bad/tokenizer.json: not a readable file" -- "$B" train $F --model "$T/m-bad" --backend cpu --output-dir "$T/bad"
+check_fixed 1 "error: manifest: $T/m-bad/tokenizer.json: not a readable file" -- "$B" train $F --model "$T/m-bad" --backend cpu --output-dir "$T/bad"
 
 # a resumed continuation (killed after step 2, resumed from checkpoint-2) vs the uninterrupted run
 (PT_FAULT_KILL_AFTER_STEP=2 "$B" train $F --model "$T/m" --backend cpu --output-dir "$T/res" --save-steps 2; true) >/dev/null 2>&1
-expect "killed after step 2 with checkpoint-2" '[ "$(cat "$T/res/latest" 2>/dev/null)" = checkpoint-2 ]'
+expect '[ "$(cat "$T/res/latest" 2>/dev/null)" = checkpoint-2 ]' "killed after step 2 with checkpoint-2"
 train --model "$T/m" --backend cpu --output-dir "$T/res" --save-steps 2 --resume-from-checkpoint latest
-expect "the continuation really resumed" 'grep -q restore_time_s "$T/res/metrics.jsonl"'
-expect "resumed manifest names the checkpoint" 'tr -d " \n\t" <"$T/res/manifest.json" | grep -qF "\"resume_from_checkpoint\":\"latest\""'
-check 0 "allowed difference: run.resume_from_checkpoint" -- "$B" compare "$T/a" "$T/res" --profile exact
+expect 'grep -q restore_time_s "$T/res/metrics.jsonl"' "the continuation really resumed"
+expect 'tr -d " \n\t" <"$T/res/manifest.json" | grep -qF "\"resume_from_checkpoint\":\"latest\""' "resumed manifest names the checkpoint"
+check_fixed 0 "allowed difference: run.resume_from_checkpoint" -- "$B" compare "$T/a" "$T/res" --profile exact
 
 # fallback: no manifest.json on one side -> train_args.json, unverified
 cp -r "$T/a" "$T/old"; rm "$T/old/manifest.json"
-check 0 "frozen inputs: match (train_args.json only, unverified: frozen inputs partly verified: $T/old has no manifest.json" \
+check_fixed 0 "frozen inputs: match (train_args.json only, unverified: frozen inputs partly verified: $T/old has no manifest.json" \
     -- "$B" compare "$T/old" "$T/ref" --json "$T/r.json"
 r=$(tr -d ' \n\t' <"$T/r.json")
-expect "json: fallback verified false" '[[ "$r" == *"\"verified\":false,\"source\":\"train_args.json\""* ]]'
+expect '[[ "$r" == *"\"verified\":false,\"source\":\"train_args.json\""* ]]' "json: fallback verified false"
 cp -r "$T/seed43" "$T/old43"; rm "$T/old43/manifest.json"
 "$B" compare "$T/old" "$T/old43" >"$T/out" 2>&1; rc=$?
-expect "fallback does not see other init weights (rc $rc, not 2): that is what the manifest adds" '[ $rc != 2 ]'
+expect '[ $rc != 2 ]' "fallback does not see other init weights (rc $rc, not 2): that is what the manifest adds"
 exit $fail

@@ -54,34 +54,14 @@ train() { # backend np tp fsdp dp out [extra...]: stderr (rank 0's notes) in out
 }
 # parity REF RUN LABEL: every step's loss within 1e-4 relative, same tokens and global batch
 parity() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "$STEPS" <<'PY'
-import json, sys
-a = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
-b = {r["step"]: r for r in map(json.loads, open(sys.argv[2]))}
-bad, worst = [], 0.0
-if sorted(b) != list(range(1, int(sys.argv[4]) + 1)): bad.append("steps %s" % sorted(b))
-for s in sorted(set(a) & set(b)):
-    rel = abs(a[s]["loss"] - b[s]["loss"]) / abs(a[s]["loss"]); worst = max(worst, rel)
-    if rel > 1e-4: bad.append("step %d: %r vs %r (rel %.2e)" % (s, a[s]["loss"], b[s]["loss"], rel))
-    if a[s]["tokens"] != b[s]["tokens"] or a[s]["batch_fingerprint"] != b[s]["batch_fingerprint"]:
-        bad.append("step %d: another batch" % s)
-print("%s: %d steps, max relative loss difference to cpu-ref %.3e" % (sys.argv[3], len(b), worst))
-if bad: print("\n".join(bad)); sys.exit(1)
-PY
+    python3 "$PT_SOURCE_DIR/tests/py/nccl_parity.py" "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "$STEPS"
 }
 # topo_bytes NP TP FSDP DP RUN: the bytes counted in every step = topo's prediction
 topo_bytes() {
     "$B" topo --world "$1" --tp "$2" --fsdp "$3" --dp "$4" --model "$T/init" --seq-len 16 \
         --per-device-train-batch-size $((GLOBAL / ACC / ($3 * $4))) --gradient-accumulation-steps $ACC --json >"$T/topo.json" \
         || { echo "FAIL: topo"; fail=1; return; }
-    if python3 - "$T/topo.json" "$5/metrics.jsonl" <<'PY'
-import json, sys
-want = json.load(open(sys.argv[1]))["comm_bytes_per_step"]
-for line in open(sys.argv[2]):
-    r = json.loads(line)
-    for k, v in want.items():
-        if r["comm_bytes"][k] != v: sys.exit("step %d %s: measured %d, topo %d" % (r["step"], k, r["comm_bytes"][k], v))
-PY
+    if python3 "$PT_SOURCE_DIR/tests/py/topo_bytes.py" "$T/topo.json" "$5/metrics.jsonl"
     then echo "ok: topo bytes = measured bytes ($5)"; else echo "FAIL: topo vs measured ($5)"; fail=1; fi
 }
 

@@ -59,18 +59,7 @@ done
 "$B" init --config configs/tiny.json --seed 42 --output-dir "$T/tiny" 2>/dev/null
 "$B" train --backend opencl --model "$T/tiny" --data data/demo/shards/train --output-dir "$T/padded" --max-steps 6 \
     --seq-len 256 --per-device-train-batch-size 1 --data-mode padded --shuffle --quiet || { echo "FAIL: padded run"; fail=1; }
-if python3 - "$T/padded/metrics.jsonl" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-seen, want = [], []  # recompilations so far = distinct row lengths so far - 1
-for r in rows:
-    if r["row_len"] not in seen: seen.append(r["row_len"])
-    want.append(len(seen) - 1)
-print("padded: row lengths", [r["row_len"] for r in rows], "recompilations", [r["recompilations"] for r in rows],
-      "compile_s %.3f" % rows[-1]["compile_s"])
-ok = len(rows) == 6 and [r["recompilations"] for r in rows] == want
-sys.exit(0 if ok and all("cache_hits" in r and "cache_misses" in r for r in rows) else 1)
-EOF
+if python3 "$S/tests/py/opencl_recompilations.py" "$T/padded/metrics.jsonl"
 then :; else echo "FAIL: padded-mode recompilation counter"; fail=1; fi
 
 # 4. the acceptance suite with the opencl candidate (short run of the default experiment), from a
@@ -79,24 +68,7 @@ export PT_OPENCL_CACHE="$T/clcache-accept"
 check 0 "verdict: ACCEPTED" -- "$B" accept --baseline cpu-ref:fp32 --candidate opencl:fp32 --steps 8 --checkpoint-step 4 \
     --recovery-save-steps 2 --eval-batches 2 --output-dir "$T/acc"
 R="$T/acc/report.json"
-if python3 - "$R" "$T/acc" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-c = r["candidate"].get("compile", {})
-print("accept: verdict", r["verdict"], "candidate compile", c, "baseline compile", r["baseline"].get("compile"))
-ok = r["verdict"] == "ACCEPTED" and "compile" not in r["baseline"]
-ok &= all(k in c for k in ("compile_s", "cache_hits", "cache_misses", "recompilations")) and c["compile_s"] > 0
-ok &= c.get("cache_misses", 0) >= 2 and c.get("cache_hits", 1) == 0
-comp = [p for p in r["phases"] if p["phase"] == "compilation"]
-print("  compilation phases:", [(p["run"], round(p["seconds"], 3)) for p in comp])
-ok &= any(p["run"] == "candidate" and p["seconds"] > 0 for p in comp) and not any(p["run"] == "baseline" for p in comp)
-# the later opencl runs (recovery, portability) found every program in the cache
-for d in ("recovery", "portability/candidate_from_baseline/run"):
-    m = json.load(open(f"{sys.argv[2]}/{d}/manifest.json"))["platform"]["compile"]
-    print(f"  {d}: {m}")
-    ok &= m["cache_hits"] >= 2 and m["cache_misses"] == 0
-sys.exit(0 if ok else 1)
-EOF
+if python3 "$S/tests/py/opencl_accept_compile.py" "$R" "$T/acc"
 then :; else echo "FAIL: report.json compile fields / verdict / cache hits"; fail=1; fi
 grep -q "Kernel compilation" "$T/acc/report.html" && grep -q "recompilations" "$T/acc/report.html" \
     || { echo "FAIL: report.html lacks the kernel compilation table"; fail=1; }
@@ -110,16 +82,7 @@ bf() {  # backend outdir [extra...]
 bf cpu-ref "$T/bf16-ref" --precision bf16 || { echo "FAIL: bf16 run on cpu-ref"; fail=1; }
 bf opencl "$T/bf16-ocl" --precision bf16 || { echo "FAIL: bf16 run on opencl"; fail=1; }
 bf opencl "$T/fp32-ocl" --max-steps 1 || { echo "FAIL: fp32 run on opencl"; fail=1; }
-if python3 - "$T/bf16-ref/metrics.jsonl" "$T/bf16-ocl/metrics.jsonl" "$T/fp32-ocl/metrics.jsonl" <<'EOF'
-import json, sys
-ref, ocl, fp32 = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:4])
-rel = [abs(o - r) / abs(r) for r, o in zip(ref, ocl)]
-bf16_effect = abs(ref[0] - fp32[0]) / abs(ref[0])
-print(f"bf16 opencl vs cpu-ref: step-1 loss {ocl[0]:.10f} vs {ref[0]:.10f} (relative {rel[0]:.3e}), "
-      f"{len(rel)} steps max relative {max(rel):.3e}; bf16 vs fp32 at step 1 {bf16_effect:.3e}")
-ok = len(ref) == len(ocl) == 10 and rel[0] <= 1e-4 and max(rel) <= 1e-3 and bf16_effect > 10 * rel[0]
-sys.exit(0 if ok else 1)
-EOF
+if python3 "$S/tests/py/bf16_curve_parity.py" "$T/bf16-ref/metrics.jsonl" "$T/bf16-ocl/metrics.jsonl" "$T/fp32-ocl/metrics.jsonl"
 then :; else echo "FAIL: bf16 opencl vs cpu-ref losses"; fail=1; fi
 
 [ "$fail" -eq 0 ] && echo "test_opencl_cli: ok"

@@ -13,25 +13,7 @@ F="--model $T/m --data $S/data/demo/shards/train --max-steps 24 --seq-len 32 --p
 # of ~0.03 s, so several saves happen in 24 steps. (Was 0.001 h: on a machine that saves in 0.12 s and steps
 # in 0.029 s the interval came to 29 steps, after the end of the run.)
 "$B" train $F --output-dir "$T/o" --save-steps auto --mtbf-hours 0.0001 2>"$T/err" || { echo "FAIL: train"; cat "$T/err"; exit 1; }
-python3 - "$T/o/metrics.jsonl" "$T/o" <<'PY' || fail=1
-import json, math, os, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-saves = [r for r in rows if "save_time_s" in r]
-assert saves and saves[0]["step"] == 5, f"probe save at step 5, got {[r['step'] for r in saves]}"
-assert len(saves) >= 2, f"more than the probe: {[r['step'] for r in saves]}"
-M = 0.0001 * 3600
-for i, r in enumerate(saves):
-    C = r["save_time_s"]
-    times = [x["step_time_s"] for x in rows if 1 < x["step"] <= r["step"]]
-    st = sum(times) / len(times)
-    t = M if C >= 2 * M else math.sqrt(2 * C * M) * (1 + math.sqrt(C / (2 * M)) / 3 + C / (2 * M) / 9) - C
-    want = max(1, int(math.floor(t / st + 0.5)))
-    assert r["save_interval_steps"] == want, f"step {r['step']}: interval {r['save_interval_steps']}, Daly gives {want}"
-    if i + 1 < len(saves):
-        assert saves[i + 1]["step"] == r["step"] + want, f"next save at {saves[i+1]['step']}, want {r['step'] + want}"
-    assert os.path.isdir(os.path.join(sys.argv[2], f"checkpoint-{r['step']}")), f"checkpoint-{r['step']} missing"
-print("ok: probe at 5, then Daly intervals", [(r["step"], r["save_interval_steps"]) for r in saves])
-PY
+python3 "$PT_SOURCE_DIR/tests/py/daly_intervals.py" "$T/o/metrics.jsonl" "$T/o" || fail=1
 grep -q "checkpoint interval: .* steps (Daly: save" "$T/err" && echo "ok: interval printed" || { echo "FAIL: no interval line"; cat "$T/err"; fail=1; }
 "$B" train $F --output-dir "$T/p" --save-steps auto >"$T/out" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "needs --mtbf-hours" "$T/out" && echo "ok: auto without MTBF refused" || { echo "FAIL: rc $rc"; cat "$T/out"; fail=1; }

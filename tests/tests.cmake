@@ -59,8 +59,8 @@ target_link_libraries(gradcheck_double PRIVATE PkgConfig::CJSON OpenSSL::Crypto 
 add_test(NAME gradcheck_double COMMAND gradcheck_double)
 set_tests_properties(gradcheck_double PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900)
 
-# Device backends against cpu-ref (tests/test_backend_parity.c SPEC): opencl
-# (issue 10), cuda-sim (issue 9: the cuda kernels on the host emulator) and
+# Backends against cpu-ref (tests/test_backend_parity.c SPEC), one test per
+# backend: cpu, opencl, cuda-sim (the cuda kernels on the host emulator) and
 # cuda (a GPU). Exit 77 = skipped: no OpenCL platform, no CUDA device, or the
 # backend not built. test_backend_parity_opencl passes under ASan/UBSan with
 # PoCL (checked with PT_SANITIZE=ON); test_opencl_cli is labelled no-sanitizer
@@ -70,7 +70,7 @@ add_executable(test_backend_parity ${CMAKE_SOURCE_DIR}/tests/test_backend_parity
                ${CMAKE_SOURCE_DIR}/tests/testtrain.c)
 target_include_directories(test_backend_parity PRIVATE ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(test_backend_parity PRIVATE pt_all)
-foreach(spec opencl cuda-sim cuda)
+foreach(spec cpu opencl cuda-sim cuda)
   string(REPLACE "-" "_" tname "test_backend_parity_${spec}")
   add_test(NAME ${tname} COMMAND test_backend_parity ${spec})
   set_tests_properties(${tname} PROPERTIES ENVIRONMENT "${PT_TEST_ENV}" TIMEOUT 900 SKIP_RETURN_CODE 77)

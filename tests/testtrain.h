@@ -1,5 +1,5 @@
-// Training helpers shared by the backend parity tests (test_cpu_backend.c,
-// test_backend_parity.c); linked with the trainer, unlike testutil.c (which
+// Training helpers of the backend parity test (test_backend_parity.c);
+// linked with the trainer, unlike testutil.c (which
 // gradcheck_double also uses).
 #pragma once
 #include <stddef.h>
