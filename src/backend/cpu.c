@@ -310,7 +310,7 @@ static inline void sgemm_tile(const cpu_impl *im, int ta, int tb, int M, int N, 
 // M*N*K = 1e6, its "direct" sgemm for row-major NN, beta 0, up to 28*512*512
 // = 7.3e6 when single-threaded), so a block computes the same bits as the
 // whole matrix would and results do not depend on the thread count either
-// (tests/test_cpu_backend.c checks 1 vs 2 threads).
+// (tests/test_backend_parity.c, SPEC cpu, checks 1 vs 2 threads).
 // Against the earlier shape-only split into up to 8 blocks: 255 vs 304 ms
 // for a 0.6b-4l layer's matmuls (bench/gemm_split.c, docs/PERF_NOTES.md).
 static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
