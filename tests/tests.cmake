@@ -39,7 +39,7 @@ foreach(src ${sh_tests})
   endif()
 endforeach()
 
-# GPU tests of issue 9 (NCCL, the cuda CLI): exit 77 = skipped, with the reason
+# GPU tests (NCCL, the cuda CLI): exit 77 = skipped, with the reason
 # ("no CUDA device", no cuda-sim backend in this build, mpirun missing).
 foreach(t test_nccl test_cuda_cli)
   if(TEST ${t})

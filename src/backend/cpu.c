@@ -1,4 +1,4 @@
-// cpu: the fast CPU backend (issue 5), selected with `--backend cpu`.
+// cpu: the fast CPU backend, selected with `--backend cpu`.
 //
 // Design (details and measurements in docs/PERF_NOTES.md):
 // - Matmuls through oneDNN's sgemm (OpenBLAS's where the build has no oneDNN),
@@ -297,9 +297,8 @@ static inline void sgemm_tile(const cpu_impl *im, int ta, int tb, int M, int N, 
 // alone, each one single-threaded dnnl_sgemm call with the full K, spread over our OpenMP threads. oneDNN's
 // summation order depends on a block's shape, and the blocks never depend on the thread count, so results
 // stay bitwise identical across OMP_NUM_THREADS. Why not OpenBLAS: its kernel is picked at load time by CPU
-// detection or OPENBLAS_CORETYPE, and 0.3.21 runs an AVX-512 Zen 5 VM (whose environment set
-// OPENBLAS_CORETYPE=Haswell) at 241 GFLOP/s against oneDNN's 486; a 0.6b-4l step went from 2052 to 1674 ms
-// (docs/PERF_NOTES.md, 2026-12-06). Blocks of 256 x 256 took 1793 ms, 512 x 512 1695.
+// detection or OPENBLAS_CORETYPE, so a machine whose environment pins an older kernel runs at half of
+// oneDNN's JIT; 256 x 512 was the fastest block measured (docs/PERF_NOTES.md has the numbers).
 // PT_CPU_GEMM=split (or a build without oneDNN): split in output blocks
 // over our OpenMP threads (single-threaded OpenBLAS inside), one block per
 // thread: rows first (pm blocks of >= 64 rows), then columns when there are
@@ -311,8 +310,8 @@ static inline void sgemm_tile(const cpu_impl *im, int ta, int tb, int M, int N, 
 // = 7.3e6 when single-threaded), so a block computes the same bits as the
 // whole matrix would and results do not depend on the thread count either
 // (tests/test_backend_parity.c, SPEC cpu, checks 1 vs 2 threads).
-// Against the earlier shape-only split into up to 8 blocks: 255 vs 304 ms
-// for a 0.6b-4l layer's matmuls (bench/gemm_split.c, docs/PERF_NOTES.md).
+// One block per thread beats a shape-only split into up to 8 blocks on a 0.6b-4l layer's matmuls
+// (bench/gemm_split.c, docs/PERF_NOTES.md).
 static void gemm(const cpu_impl *im, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;

@@ -1,4 +1,4 @@
-// opencl: the backend interface on an OpenCL 1.2 device (issue 10).
+// opencl: the backend interface on an OpenCL 1.2 device.
 //
 // Memory. Backend pointers must support the model's pointer arithmetic
 // (tensors are offsets into one big allocation), but a cl_mem is an opaque

@@ -166,8 +166,8 @@ static long last_step_in(const char *metrics_path) {
 // train_args.json (every value it ran with), else manifest.json's frozen hyperparameters; absent loader fields
 // are what runs before those options read: wrap, no drop_last, unshuffled, packed (as compare reads them). A
 // candidate that read other rows, or trained with another schedule or optimizer setting, would be refused by
-// compare as "frozen inputs differ" (was, before the suite inherited them: a baseline recorded with
-// --epoch-boundary wrap whose data ends within the run, or with another schedule, always REFUSED).
+// compare as "frozen inputs differ": so a baseline recorded with --epoch-boundary wrap, or with another
+// schedule, is judged with its own settings instead of being REFUSED.
 // The recipe's settings are the train flags its table marks recipe (train/train_args.c: pt_train_recipe_flag).
 
 static const char *type_name(int t) {

@@ -1,4 +1,4 @@
-// The acceptance suite (issue 6): baseline vs candidate platform from the same
+// The acceptance suite: baseline vs candidate platform from the same
 // frozen inputs, convergence, checkpoint portability both ways, recovery from
 // a killed worker, cost per accepted outcome, and report.json/html/md.
 // See docs/ACCEPT.md.

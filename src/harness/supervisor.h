@@ -1,4 +1,4 @@
-// Supervised training (issue 8): runs `train` as a worker process group (one
+// Supervised training: runs `train` as a worker process group (one
 // process, or an MPI job through --launcher), watches its progress and every
 // rank's heartbeat file (OUTPUT/heartbeats/rank-NNNNN.json: step, phase, pid,
 // time), restarts it from the newest valid checkpoint after a death or hang,

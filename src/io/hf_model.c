@@ -174,8 +174,8 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
         }
         if (!read) continue;
         // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to the embedding). One that
-        // differs would be silently dropped by tying (transformers warns and unties), so it is refused (once
-        // every tensor has been read, as before the load streamed); compared block by block with the embedding.
+        // differs would be silently dropped by tying (transformers warns and unties), so it is refused once
+        // every tensor has been read; compared block by block with the embedding.
         const st_file *lf = NULL;
         const st_tensor *lt = NULL;
         if (m->cfg.tie_word_embeddings && !strcmp(pi->name, "model.embed_tokens.weight")) {

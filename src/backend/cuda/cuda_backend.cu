@@ -1,4 +1,4 @@
-// cuda: the backend interface on an NVIDIA GPU (issue 9), and, compiled as
+// cuda: the backend interface on an NVIDIA GPU, and, compiled as
 // C++ with PT_CUDA_SIM (cuda_sim_backend.cc), the same kernels on the host
 // CPU through the emulator in sim/ (the `cuda-sim` backend).
 //
