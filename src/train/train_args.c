@@ -307,11 +307,13 @@ const pt_train_flag pt_train_flags[] = {
      .help = "{} | cosine | constant | constant_with_warmup |\n"
              "cosine_with_restarts | polynomial | inverse_sqrt |\n"
              "cosine_with_min_lr | cosine_warmup_with_min_lr |\n"
-             "warmup_stable_decay (HF's formulas)"},
+             "warmup_stable_decay (HF's formulas) | torchtitan (TorchTitan's\n"
+             "warmup-stable-decay: its lr_scheduler fields as kwargs)"},
     {"--lr-scheduler-kwargs", "lr_scheduler_kwargs", PT_FLAG_STRING, OFF(lr_scheduler_kwargs), .json = cJSON_Object,
      .recipe = true, .usage = "--lr-scheduler-kwargs JSON",
      .help = "HF's lr_scheduler_kwargs, e.g. '{\"min_lr_rate\": 0.1}',\n"
-             "'{\"num_decay_steps\": 100, \"decay_type\": \"linear\"}'",
+             "'{\"num_decay_steps\": 100, \"decay_type\": \"linear\"}'; torchtitan:\n"
+             "decay_type, min_lr_factor, decay_ratio, total_steps",
      .set = set_json_object, .record = record_json_text},
     {"--weight-decay", "weight_decay", PT_FLAG_DOUBLE, OFF(weight_decay), .min = NO_MIN, .def = "0",
      .json = cJSON_Number, .usage = "--weight-decay F", .help = "{} (never applied to norm weights)"},
