@@ -163,6 +163,8 @@ static cJSON *frozen_json(const pt_train_args *a, bool epochs_change_rows) {
     cJSON_AddNumberToObject(h, "gradient_accumulation_steps", a->gradient_accumulation_steps);
     cJSON_AddNumberToObject(h, "seq_len", a->seq_len);
     cJSON_AddNumberToObject(h, "weight_decay", a->weight_decay);
+    // Only where it differs from HF's groups (absent, as in manifests written before the option: "hf").
+    if (a->weight_decay_params == PT_WD_ALL) cJSON_AddStringToObject(h, "weight_decay_params", "all");
     cJSON_AddNumberToObject(h, "adam_beta1", a->adam_beta1);
     cJSON_AddNumberToObject(h, "adam_beta2", a->adam_beta2);
     cJSON_AddNumberToObject(h, "adam_epsilon", a->adam_epsilon);

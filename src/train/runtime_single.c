@@ -66,7 +66,7 @@ static void single_update(pt_trainer *t, long step, double gnorm, double lr) {
     const pt_train_args *a = &t->a;
     pt_clip_grads(t->mdl, gnorm, a->max_grad_norm);
     pt_adamw_hparams h = {(float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                          (float)a->weight_decay};
+                          (float)a->weight_decay, a->weight_decay_params == PT_WD_ALL};
     pt_adamw_step(&t->opt, &h);
     pt_fault_after_update(step, t->mdl);  // test-only nan:step=S:target=weights
 }

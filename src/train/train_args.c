@@ -316,7 +316,11 @@ const pt_train_flag pt_train_flags[] = {
              "decay_type, min_lr_factor, decay_ratio, total_steps",
      .set = set_json_object, .record = record_json_text},
     {"--weight-decay", "weight_decay", PT_FLAG_DOUBLE, OFF(weight_decay), .min = NO_MIN, .def = "0",
-     .json = cJSON_Number, .usage = "--weight-decay F", .help = "{} (never applied to norm weights)"},
+     .json = cJSON_Number, .usage = "--weight-decay F", .help = "{} (not on norm weights unless --weight-decay-params all)"},
+    {"--weight-decay-params", "weight_decay_params", PT_FLAG_CHOICE, OFF(weight_decay_params), .choices = "hf|all",
+     .def = "hf", .json = cJSON_String, .recipe = true, .usage = "--weight-decay-params hf|all",
+     .help = "which parameters --weight-decay shrinks: {} (HF's Trainer: all\n"
+             "but norm weights and biases) | all (TorchTitan's default AdamW)"},
     {"--adam-beta1", "adam_beta1", PT_FLAG_DOUBLE, OFF(adam_beta1), .min = NO_MIN, .def = "0.9", .json = cJSON_Number,
      .recipe = true, .usage = "--adam-beta1 F", .help = "{}"},
     {"--adam-beta2", "adam_beta2", PT_FLAG_DOUBLE, OFF(adam_beta2), .min = NO_MIN, .def = "0.999",
