@@ -26,7 +26,9 @@ static int single_output_dir_shared(pt_trainer *t) {
 }
 
 static int single_load_model(pt_trainer *t) {
-    if (hf_model_load(&t->model, t->a.model_dir, t->be) != 0 || pt_trainer_check_model(t) != 0) return -1;
+    if (hf_model_load_with_config(&t->model, t->a.model_dir, t->a.model_config, t->be) != 0 ||
+        pt_trainer_check_model(t) != 0)
+        return -1;
     pt_hash_model(&t->model, t->hashes.config_sha256, t->hashes.initial_weights_sha256);
     t->mdl = &t->model;
     t->gcfg = &t->model.cfg;

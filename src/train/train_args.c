@@ -234,6 +234,13 @@ static void record_model(const pt_train_flag *f, const pt_train_args *a, cJSON *
     free(abs_model);
 }
 
+static void record_config(const pt_train_flag *f, const pt_train_args *a, cJSON *o) {
+    if (!a->model_config) return;  // MODEL/config.json, as runs without the flag record it
+    char *abs_config = realpath(a->model_config, NULL);
+    cJSON_AddStringToObject(o, f->key, abs_config ? abs_config : a->model_config);
+    free(abs_config);
+}
+
 static void record_if_positive(const pt_train_flag *f, const pt_train_args *a, cJSON *o) {
     const double x = *CFIELD(a, f, double);
     if (x > 0) cJSON_AddNumberToObject(o, f->key, x);
@@ -276,6 +283,10 @@ static void record_precision(const pt_train_flag *f, const pt_train_args *a, cJS
 
 const pt_train_flag pt_train_flags[] = {
     {"--model", "model", PT_FLAG_STRING, OFF(model_dir), .json = cJSON_String, .record = record_model},
+    {"--config", "config", PT_FLAG_STRING, OFF(model_config), .json = cJSON_String, .usage = "--config FILE",
+     .help = "the model's config.json when --model has none (TorchTitan's HF\n"
+             "export; its run's hf_assets_path has it), as eval's --config",
+     .record = record_config},
     {"--model-name-or-path", "model_name_or_path", PT_FLAG_STRING, OFF(model_dir), .json = NONE},  // HF's name of --model
     {"--data", "data", PT_FLAG_STRING, OFF(data_path), .json = cJSON_String},
     {"--output-dir", "output_dir", PT_FLAG_STRING, OFF(output_dir), .json = cJSON_String},

@@ -15,6 +15,7 @@ struct cJSON;
 // where noted).
 typedef struct {
     const char *model_dir;    // HF model directory to start from
+    const char *model_config; // --config: the model's config file instead of MODEL/config.json (NULL: that one)
     const char *data_path;    // token shard
     const char *output_dir;
     const char *backend;      // "cpu-ref"
