@@ -45,7 +45,9 @@ static int par_load_model(pt_trainer *t) {
         return -1;
     }
     qwen3_config cfg;
-    if (hf_model_load_config_from(&cfg, dir, t->a.model_config) != 0 || qwen3_create_layout(&t->model, &cfg, t->be) != 0 ||
+    const char *config = t->a.model_config;  // without it, MODEL/config.json alone
+    if ((config ? hf_model_load_config_from(&cfg, dir, config) : hf_model_load_config(&cfg, dir)) != 0 ||
+        qwen3_create_layout(&t->model, &cfg, t->be) != 0 ||
         hf_model_check_weights(&t->model, dir) != 0 || pt_trainer_check_model(t) != 0)
         return -1;
     pt_mesh mesh;

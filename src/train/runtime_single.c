@@ -26,9 +26,11 @@ static int single_output_dir_shared(pt_trainer *t) {
 }
 
 static int single_load_model(pt_trainer *t) {
-    if (hf_model_load_with_config(&t->model, t->a.model_dir, t->a.model_config, t->be) != 0 ||
-        pt_trainer_check_model(t) != 0)
-        return -1;
+    // without --config, MODEL/config.json alone (train does not look for a TorchTitan run's assets)
+    const pt_train_args *a = &t->a;
+    const int rc = a->model_config ? hf_model_load_with_config(&t->model, a->model_dir, a->model_config, t->be)
+                                   : hf_model_load(&t->model, a->model_dir, t->be);
+    if (rc != 0 || pt_trainer_check_model(t) != 0) return -1;
     pt_hash_model(&t->model, t->hashes.config_sha256, t->hashes.initial_weights_sha256);
     t->mdl = &t->model;
     t->gcfg = &t->model.cfg;
