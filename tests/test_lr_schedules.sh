@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Learning-rate schedules against Hugging Face transformers' get_scheduler (fixture written by
-# tools/hf_lr_schedules.py with transformers 5.25): for every schedule and keyword argument case, the "lr"
-# of each step of portatrain's metrics.jsonl equals the rate HF's LambdaLR applies at that step. Bad
-# names and keyword arguments are refused before anything is written; the kwargs are a frozen input.
+# tools/hf_lr_schedules.py with transformers 5.25) and TorchTitan's LRSchedulersContainer (--lr-scheduler-type
+# torchtitan; fixture written by tools/tt_lr_schedules.py with torchtitan 0.3.0): for every schedule and keyword
+# argument case, the "lr" of each step of portatrain's metrics.jsonl equals the rate their LambdaLR applies at
+# that step, to 1e-15 relative (both compute it in double; the JSON carries 17 significant digits). Bad names
+# and keyword arguments are refused before anything is written; the kwargs are a frozen input.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 . "$S/tests/cli_check.sh"
 fail=0
 G=$S/tests/fixtures/golden/tied
-FIX=$S/tests/fixtures/lr/hf_schedules.json
 run() { "$B" train --model "$G" --data "$G/data.bin" --output-dir "$1" --seq-len 16 --per-device-train-batch-size 2 \
     --quiet "${@:2}"; }
 
+for FIX in "$S/tests/fixtures/lr/hf_schedules.json" "$S/tests/fixtures/lr/tt_schedules.json"; do
+who=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['source'].split()[0])" "$FIX")
 n=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['cases']))" "$FIX")
 for i in $(seq 0 $((n - 1))); do
     # shellcheck disable=SC2046
@@ -21,9 +24,11 @@ print(' '.join(shlex.quote(x) for x in ['--lr-scheduler-type', c['name'], '--lea
       '--warmup-steps', str(c['warmup_steps']), '--max-steps', str(c['max_steps'])]
       + (['--lr-scheduler-kwargs', json.dumps(c['kwargs'])] if c['kwargs'] else [])))" "$FIX" "$i")
     label="$*"
-    if ! run "$T/r$i" "$@" >"$T/log" 2>&1; then echo "FAIL: $label: train failed"; cat "$T/log"; fail=1; continue; fi
-    if python3 "$PT_SOURCE_DIR/tests/py/lr_matches_hf.py" "$FIX" "$i" "$T/r$i/metrics.jsonl"
-    then echo "ok: $label"; else echo "FAIL: $label: lr differs from HF's"; fail=1; fi
+    rm -rf "$T/r"
+    if ! run "$T/r" "$@" >"$T/log" 2>&1; then echo "FAIL: $label: train failed"; cat "$T/log"; fail=1; continue; fi
+    if python3 "$S/tests/py/lr_matches.py" "$FIX" "$i" "$T/r/metrics.jsonl" "$who"
+    then echo "ok: $label"; else echo "FAIL: $label: lr differs from $who's"; fail=1; fi
+done
 done
 
 # refusals: one line naming the problem, exit 2, no output dir
@@ -51,6 +56,20 @@ check 2 "polynomial: the learning rate of step 2 would be -" -- run "$T/x" --max
 check 2 "not a JSON object" -- run "$T/x" --max-steps 2 --lr-scheduler-type cosine --lr-scheduler-kwargs '[1]'
 check 2 "reduce_lr_on_plateau' follows evaluation metrics" -- run "$T/x" --max-steps 2 --lr-scheduler-type reduce_lr_on_plateau
 check 2 "'bogus' unknown" -- run "$T/x" --max-steps 2 --lr-scheduler-type bogus
+# torchtitan: its decay names, its fields only (the warmup is --warmup-steps), a schedule that would fail in
+# TorchTitan (no decay phase, run past total_steps: an assertion) or go negative, refused before training
+check 2 "decay_type must be \"linear\", \"cosine\" or \"sqrt\"" -- run "$T/x" --max-steps 2 \
+    --lr-scheduler-type torchtitan --lr-scheduler-kwargs '{"decay_type": "1-sqrt"}'
+check 2 "torchtitan takes no argument 'warmup_steps' (it takes: decay_type min_lr_factor decay_ratio total_steps)" \
+    -- run "$T/x" --max-steps 2 --lr-scheduler-type torchtitan --lr-scheduler-kwargs '{"warmup_steps": 2}'
+check 2 "decay_ratio must be in \[0, 1\], got 1.5" -- run "$T/x" --max-steps 2 --lr-scheduler-type torchtitan \
+    --lr-scheduler-kwargs '{"decay_ratio": 1.5}'
+check 2 "total_steps must be a whole number >= 1, got 0" -- run "$T/x" --max-steps 2 --lr-scheduler-type torchtitan \
+    --lr-scheduler-kwargs '{"total_steps": 0}'
+check 2 "torchtitan: the learning rate of step 6 would be nan" -- run "$T/x" --max-steps 6 --warmup-steps 1 \
+    --lr-scheduler-type torchtitan --lr-scheduler-kwargs '{"decay_ratio": 0, "total_steps": 4}'
+check 2 "torchtitan: the learning rate of step 4 would be -" -- run "$T/x" --max-steps 4 \
+    --lr-scheduler-type torchtitan --lr-scheduler-kwargs '{"min_lr_factor": -1}'
 [ ! -e "$T/x" ] && echo "ok: refused schedules leave no output dir" || { echo "FAIL: output dir written"; fail=1; }
 
 # the kwargs are recorded and frozen: another min_lr_rate is another experiment (compare REFUSES it)

@@ -2,6 +2,7 @@
 
 #include "backend/backend.h"
 #include "data/dataset.h"
+#include "io/hf_model.h"
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/sysinfo.h"
@@ -130,8 +131,10 @@ static void add_u64(cJSON *o, const char *k, uint64_t v) {
 
 static cJSON *frozen_json(const pt_train_args *a, bool epochs_change_rows) {
     cJSON *f = cJSON_CreateObject();
-    char *p = pt_path_join(a->model_dir, "config.json");
-    cJSON *e = file_entry(p, "config.json");
+    // the config the model was built from (--config, else MODEL/config.json), under its usual name: the same
+    // config given either way is the same frozen input
+    char *p = hf_model_config_path(a->model_dir, a->model_config);
+    cJSON *e = p ? file_entry(p, "config.json") : NULL;
     free(p);
     if (!e) goto fail;
     cJSON_AddItemToObject(f, "config", e);
@@ -163,6 +166,8 @@ static cJSON *frozen_json(const pt_train_args *a, bool epochs_change_rows) {
     cJSON_AddNumberToObject(h, "gradient_accumulation_steps", a->gradient_accumulation_steps);
     cJSON_AddNumberToObject(h, "seq_len", a->seq_len);
     cJSON_AddNumberToObject(h, "weight_decay", a->weight_decay);
+    // Only where it differs from HF's groups (absent, as in manifests written before the option: "hf").
+    if (a->weight_decay_params == PT_WD_ALL) cJSON_AddStringToObject(h, "weight_decay_params", "all");
     cJSON_AddNumberToObject(h, "adam_beta1", a->adam_beta1);
     cJSON_AddNumberToObject(h, "adam_beta2", a->adam_beta2);
     cJSON_AddNumberToObject(h, "adam_epsilon", a->adam_epsilon);

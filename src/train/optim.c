@@ -38,7 +38,7 @@ void pt_adamw_step(pt_adamw *opt, const pt_adamw_hparams *h) {
     opt->t++;
     for (int i = 0; i < m->num_tensors; i++) {
         const qwen3_param_info *t = &m->tensors[i];
-        float wd = qwen3_tensor_decays(t) ? h->weight_decay : 0.0f;
+        float wd = h->decay_all || qwen3_tensor_decays(t) ? h->weight_decay : 0.0f;
         m->be->ops->adamw(m->be, m->params + t->offset, m->grads + t->offset, opt->m + t->offset, opt->v + t->offset,
                      t->numel, h->lr, h->beta1, h->beta2, h->eps, wd, opt->t);
     }

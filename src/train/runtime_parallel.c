@@ -39,8 +39,15 @@ static int stream_block(void *ctx, const qwen3_param_info *t, int64_t row0, int6
 // block of rows at a time, never the whole model per rank.
 static int par_load_model(pt_trainer *t) {
     const char *dir = t->a.model_dir;
+    if (t->a.weight_decay_params == PT_WD_ALL) {  // the sharded AdamW (dist/parallel.c) keeps HF's groups
+        pt_set_error("--weight-decay-params all runs on a single process in this build (not under --tp/--fsdp/--dp)");
+        pt_trainer_set_usage_error(1);
+        return -1;
+    }
     qwen3_config cfg;
-    if (hf_model_load_config(&cfg, dir) != 0 || qwen3_create_layout(&t->model, &cfg, t->be) != 0 ||
+    const char *config = t->a.model_config;  // without it, MODEL/config.json alone
+    if ((config ? hf_model_load_config_from(&cfg, dir, config) : hf_model_load_config(&cfg, dir)) != 0 ||
+        qwen3_create_layout(&t->model, &cfg, t->be) != 0 ||
         hf_model_check_weights(&t->model, dir) != 0 || pt_trainer_check_model(t) != 0)
         return -1;
     pt_mesh mesh;

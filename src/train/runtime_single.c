@@ -26,7 +26,11 @@ static int single_output_dir_shared(pt_trainer *t) {
 }
 
 static int single_load_model(pt_trainer *t) {
-    if (hf_model_load(&t->model, t->a.model_dir, t->be) != 0 || pt_trainer_check_model(t) != 0) return -1;
+    // without --config, MODEL/config.json alone (train does not look for a TorchTitan run's assets)
+    const pt_train_args *a = &t->a;
+    const int rc = a->model_config ? hf_model_load_with_config(&t->model, a->model_dir, a->model_config, t->be)
+                                   : hf_model_load(&t->model, a->model_dir, t->be);
+    if (rc != 0 || pt_trainer_check_model(t) != 0) return -1;
     pt_hash_model(&t->model, t->hashes.config_sha256, t->hashes.initial_weights_sha256);
     t->mdl = &t->model;
     t->gcfg = &t->model.cfg;
@@ -66,7 +70,7 @@ static void single_update(pt_trainer *t, long step, double gnorm, double lr) {
     const pt_train_args *a = &t->a;
     pt_clip_grads(t->mdl, gnorm, a->max_grad_norm);
     pt_adamw_hparams h = {(float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                          (float)a->weight_decay};
+                          (float)a->weight_decay, a->weight_decay_params == PT_WD_ALL};
     pt_adamw_step(&t->opt, &h);
     pt_fault_after_update(step, t->mdl);  // test-only nan:step=S:target=weights
 }

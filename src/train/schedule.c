@@ -9,12 +9,13 @@ static const char *const NAMES[LR_SCHEDULE_COUNT] = {
     "constant",           "constant_with_warmup", "linear",
     "cosine",             "cosine_with_restarts", "polynomial",
     "inverse_sqrt",       "cosine_with_min_lr",   "cosine_warmup_with_min_lr",
-    "warmup_stable_decay"};
+    "warmup_stable_decay", "torchtitan"};
 // The keyword arguments each schedule takes (HF's function signatures), space-separated.
 static const char *const KWARGS[LR_SCHEDULE_COUNT] = {
     "", "", "", "num_cycles", "num_cycles", "lr_end power", "timescale", "num_cycles min_lr min_lr_rate",
     "num_cycles min_lr min_lr_rate warmup_lr_rate",
-    "num_decay_steps num_stable_steps warmup_type decay_type min_lr_ratio num_cycles"};
+    "num_decay_steps num_stable_steps warmup_type decay_type min_lr_ratio num_cycles",
+    "decay_type min_lr_factor decay_ratio total_steps"};  // TorchTitan's lr_scheduler fields (warmup: --warmup-steps)
 
 const char *pt_lr_schedule_name(pt_lr_kind k) { return k >= 0 && k < LR_SCHEDULE_COUNT ? NAMES[k] : "?"; }
 bool pt_lr_schedule_warms_up(const pt_lr_schedule *s) { return s->kind != LR_CONSTANT; }
@@ -28,15 +29,49 @@ static bool takes(pt_lr_kind k, const char *key) {
     return false;
 }
 
-static int shape_of(const cJSON *v, const char *key, pt_lr_shape *out) {
-    static const char *const shapes[] = {"linear", "cosine", "1-sqrt"};
+// HF's shape names; TorchTitan's decay_type calls 1-sqrt "sqrt".
+static int shape_of(const cJSON *v, const char *key, bool titan, pt_lr_shape *out) {
+    const char *const shapes[] = {"linear", "cosine", titan ? "sqrt" : "1-sqrt"};
     for (int i = 0; cJSON_IsString(v) && i < 3; i++)
         if (!strcmp(v->valuestring, shapes[i])) {
             *out = (pt_lr_shape)i;
             return 0;
         }
-    pt_set_error("--lr-scheduler-kwargs: %s must be \"linear\", \"cosine\" or \"1-sqrt\"", key);
+    pt_set_error("--lr-scheduler-kwargs: %s must be \"linear\", \"cosine\" or \"%s\"", key, shapes[2]);
     return -1;
+}
+
+// A numeric keyword argument x of k into s (min_lr and min_lr_rate, which exclude each other, into *min_lr and
+// *min_lr_rate). 0, or -1 with the error.
+static int number_kwarg(pt_lr_schedule *s, const char *k, double x, double *min_lr, double *min_lr_rate) {
+    const bool count = !strcmp(k, "num_decay_steps") || !strcmp(k, "num_stable_steps") || !strcmp(k, "total_steps");
+    const double lo = !strcmp(k, "total_steps") ? 1 : 0;
+    if (count && (x < lo || x != floor(x) || x > 1e15)) {
+        pt_set_error("--lr-scheduler-kwargs: %s must be a whole number >= %g, got %g", k, lo, x);
+        return -1;
+    }
+    if (!strcmp(k, "timescale") && x <= 0) {
+        pt_set_error("--lr-scheduler-kwargs: timescale must be > 0, got %g", x);
+        return -1;
+    }
+    if (!strcmp(k, "decay_ratio") && !(x >= 0 && x <= 1)) {
+        pt_set_error("--lr-scheduler-kwargs: decay_ratio must be in [0, 1], got %g", x);
+        return -1;
+    }
+    if (!strcmp(k, "num_cycles")) s->num_cycles = x;
+    else if (!strcmp(k, "min_lr")) *min_lr = x;
+    else if (!strcmp(k, "min_lr_rate")) *min_lr_rate = x;
+    else if (!strcmp(k, "warmup_lr_rate")) s->warmup_lr_rate = x;
+    else if (!strcmp(k, "lr_end")) s->lr_end = x;
+    else if (!strcmp(k, "power")) s->power = x;
+    else if (!strcmp(k, "timescale")) s->timescale = x;
+    else if (!strcmp(k, "num_decay_steps")) s->num_decay_steps = (long)x;
+    else if (!strcmp(k, "num_stable_steps")) s->num_stable_steps = (long)x;
+    else if (!strcmp(k, "min_lr_ratio")) s->min_lr_ratio = x;
+    else if (!strcmp(k, "min_lr_factor")) s->min_lr_factor = x;
+    else if (!strcmp(k, "decay_ratio")) s->decay_ratio = x;
+    else if (!strcmp(k, "total_steps")) s->total_steps = (long)x;
+    return 0;
 }
 
 int pt_lr_schedule_parse(pt_lr_schedule *s, const char *name, const char *kwargs_json, double lr) {
@@ -48,7 +83,7 @@ int pt_lr_schedule_parse(pt_lr_schedule *s, const char *name, const char *kwargs
         const bool needs_eval = !strcmp(name, "reduce_lr_on_plateau") || !strcmp(name, "greedy");
         pt_set_error("--lr-scheduler-type '%s' %s (constant, constant_with_warmup, linear, cosine, "
                      "cosine_with_restarts, polynomial, inverse_sqrt, cosine_with_min_lr, cosine_warmup_with_min_lr, "
-                     "warmup_stable_decay)", name,
+                     "warmup_stable_decay, torchtitan)", name,
                      needs_eval ? "follows evaluation metrics, which training here does not compute" : "unknown");
         return -1;
     }
@@ -60,7 +95,8 @@ int pt_lr_schedule_parse(pt_lr_schedule *s, const char *name, const char *kwargs
     s->warmup_lr_rate = NAN;
     s->num_stable_steps = -1;
     s->warmup_type = LR_SHAPE_LINEAR;
-    s->decay_type = LR_SHAPE_COSINE;
+    s->decay_type = s->kind == LR_TORCHTITAN ? LR_SHAPE_LINEAR : LR_SHAPE_COSINE;
+    s->decay_ratio = NAN;  // TorchTitan's None
     double min_lr = NAN, min_lr_rate = NAN;
     bool have_decay = false;
     cJSON *kw = NULL;
@@ -83,32 +119,18 @@ int pt_lr_schedule_parse(pt_lr_schedule *s, const char *name, const char *kwargs
             break;
         }
         if (!strcmp(k, "warmup_type") || !strcmp(k, "decay_type")) {
-            if ((rc = shape_of(v, k, !strcmp(k, "warmup_type") ? &s->warmup_type : &s->decay_type)) != 0) break;
+            pt_lr_shape *shape = !strcmp(k, "warmup_type") ? &s->warmup_type : &s->decay_type;
+            if ((rc = shape_of(v, k, s->kind == LR_TORCHTITAN, shape)) != 0) break;
             continue;
         }
+        have_decay |= !strcmp(k, "num_decay_steps");
         if (cJSON_IsNull(v) && strcmp(k, "num_decay_steps")) continue;  // None: the default, as in Python
         if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
             pt_set_error("--lr-scheduler-kwargs: %s must be a number", k);
             rc = -1;
             break;
         }
-        const double x = v->valuedouble;
-        const bool count = !strcmp(k, "num_decay_steps") || !strcmp(k, "num_stable_steps");
-        if ((count && (x < 0 || x != floor(x) || x > 1e15)) || (!count && !strcmp(k, "timescale") && x <= 0)) {
-            pt_set_error("--lr-scheduler-kwargs: %s must be %s, got %g", k, count ? "a whole number >= 0" : "> 0", x);
-            rc = -1;
-            break;
-        }
-        if (!strcmp(k, "num_cycles")) s->num_cycles = x;
-        else if (!strcmp(k, "min_lr")) min_lr = x;
-        else if (!strcmp(k, "min_lr_rate")) min_lr_rate = x;
-        else if (!strcmp(k, "warmup_lr_rate")) s->warmup_lr_rate = x;
-        else if (!strcmp(k, "lr_end")) s->lr_end = x;
-        else if (!strcmp(k, "power")) s->power = x;
-        else if (!strcmp(k, "timescale")) s->timescale = x;
-        else if (!strcmp(k, "num_decay_steps")) { s->num_decay_steps = (long)x; have_decay = true; }
-        else if (!strcmp(k, "num_stable_steps")) s->num_stable_steps = (long)x;
-        else if (!strcmp(k, "min_lr_ratio")) s->min_lr_ratio = x;
+        if ((rc = number_kwarg(s, k, v->valuedouble, &min_lr, &min_lr_rate)) != 0) break;
     }
     cJSON_Delete(kw);
     if (rc != 0) return -1;
@@ -165,11 +187,40 @@ static double wsd(const pt_lr_schedule *s, long step, long warmup, long total) {
     return f > 0 ? f : 0.0;
 }
 
+// TorchTitan's phases over its total (total_steps, else the run's steps): warmup W (at most the total), then
+// S steps at the peak, then D decay steps, D = round(total x decay_ratio) (Python's round: half to even) or all
+// the steps after the warmup, S = total + 1 - W - D: one step more than the total, so the last step's rate is
+// above min_lr_factor (TorchTitan's "virtual last step").
+typedef struct { long warmup, stable, decay; } tt_phases;
+
+static tt_phases titan_phases(const pt_lr_schedule *s, long warmup, long total) {
+    const long n = s->total_steps > 0 ? s->total_steps : total;
+    tt_phases p = {.warmup = warmup < n ? warmup : n};
+    p.decay = isnan(s->decay_ratio) ? n - p.warmup : (long)nearbyint((double)n * s->decay_ratio);
+    if (p.warmup + p.decay > n) p.decay = n - p.warmup;
+    p.stable = n + 1 - p.warmup - p.decay;
+    return p;
+}
+
+// Step k (1-based) of the warmup is k/W of the peak (HF's ramp: (k-1)/W); the decay's progress counts from 1 too.
+static double titan(const pt_lr_schedule *s, long step, long warmup, long total) {
+    const tt_phases p = titan_phases(s, warmup, total);
+    if (step < p.warmup) return (double)(step + 1) / (double)p.warmup;
+    if (step < p.warmup + p.stable) return 1.0;
+    if (p.decay == 0) return NAN;  // past a total_steps with no decay phase: TorchTitan fails an assertion there
+    const double progress = (double)(step + 1 - p.warmup - p.stable) / (double)p.decay;
+    const double f = s->decay_type == LR_SHAPE_LINEAR ? 1.0 - progress
+                   : s->decay_type == LR_SHAPE_1_SQRT ? 1.0 - sqrt(progress)
+                                                      : 0.5 * (1.0 + cos(M_PI * progress));
+    return s->min_lr_factor + (1.0 - s->min_lr_factor) * f;  // unclamped, as TorchTitan's
+}
+
 double pt_lr_multiplier(const pt_lr_schedule *s, long step, long warmup, long total) {
     const long span = total - warmup > 1 ? total - warmup : 1;
     switch (s->kind) {
     case LR_CONSTANT: return 1.0;
     case LR_WARMUP_STABLE_DECAY: return wsd(s, step, warmup, total);
+    case LR_TORCHTITAN: return titan(s, step, warmup, total);
     case LR_COSINE_WARMUP_WITH_MIN_LR: {  // its own warmup: (step + 1) / warmup, or from warmup_lr_rate
         if (step < warmup) {
             if (isnan(s->warmup_lr_rate)) return ((double)step + 1.0) / (double)(warmup > 1 ? warmup : 1);
@@ -231,9 +282,14 @@ int pt_lr_schedule_check(const pt_lr_schedule *s, double lr, long warmup, long t
             if (check_step(s, lr, step, warmup, total)) return -1;
         return 0;
     }
-    // where a formula changes: warmup's end, WSD's stable and decay phases, the last step
-    const long stable = s->num_stable_steps >= 0 ? s->num_stable_steps : total - warmup - s->num_decay_steps;
-    const long edges[] = {0, warmup, warmup + stable, warmup + stable + s->num_decay_steps, total - 1};
+    // where a formula changes: warmup's end, WSD's (or TorchTitan's) stable and decay phases, the last step
+    long w = warmup, stable = s->num_stable_steps >= 0 ? s->num_stable_steps : total - warmup - s->num_decay_steps;
+    long decay = s->num_decay_steps;
+    if (s->kind == LR_TORCHTITAN) {
+        const tt_phases p = titan_phases(s, warmup, total);
+        w = p.warmup, stable = p.stable, decay = p.decay;
+    }
+    const long edges[] = {0, w, w + stable, w + stable + decay, total - 1};
     for (size_t e = 0; e < sizeof edges / sizeof *edges; e++)
         for (long d = -2; d <= 2; d++)
             if (check_step(s, lr, edges[e] + d, warmup, total)) return -1;

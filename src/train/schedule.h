@@ -1,6 +1,7 @@
 // Learning-rate schedules with Hugging Face names, keyword arguments and formulas
-// (transformers.optimization, get_scheduler): the multiplier of the base learning rate for optimizer
-// step s (0-based, the scheduler's position before scheduler.step()).
+// (transformers.optimization, get_scheduler), and TorchTitan's warmup-stable-decay schedule ("torchtitan",
+// its lr_scheduler config's fields as keyword arguments): the multiplier of the base learning rate for
+// optimizer step s (0-based, the scheduler's position before scheduler.step()).
 #pragma once
 #include <stdbool.h>
 
@@ -15,10 +16,12 @@ typedef enum {
     LR_COSINE_WITH_MIN_LR,
     LR_COSINE_WARMUP_WITH_MIN_LR,
     LR_WARMUP_STABLE_DECAY,
+    LR_TORCHTITAN,
     LR_SCHEDULE_COUNT
 } pt_lr_kind;
 
-typedef enum { LR_SHAPE_LINEAR, LR_SHAPE_COSINE, LR_SHAPE_1_SQRT } pt_lr_shape;  // WSD warmup/decay shapes
+// WSD warmup/decay shapes (TorchTitan's "sqrt" decay is 1-sqrt)
+typedef enum { LR_SHAPE_LINEAR, LR_SHAPE_COSINE, LR_SHAPE_1_SQRT } pt_lr_shape;
 
 typedef struct {
     pt_lr_kind kind;
@@ -32,9 +35,12 @@ typedef struct {
     long num_stable_steps;    // warmup_stable_decay; -1 = total - warmup - decay
     pt_lr_shape warmup_type, decay_type;  // warmup_stable_decay: linear, cosine
     double min_lr_ratio;      // warmup_stable_decay
+    double min_lr_factor;     // torchtitan (0): the decay ends at this fraction of the peak
+    double decay_ratio;       // torchtitan: the decay's share of the total steps; NAN = unset (all after warmup)
+    long total_steps;         // torchtitan: the schedule's length; 0 = the run's (TorchTitan's training.steps)
 } pt_lr_schedule;
 
-// name: HF's lr_scheduler_type; kwargs_json: HF's lr_scheduler_kwargs as a JSON object (NULL or "" for
+// name: HF's lr_scheduler_type, or "torchtitan"; kwargs_json: HF's lr_scheduler_kwargs as a JSON object (NULL or "" for
 // none); lr: the base learning rate (polynomial's lr_init, cosine_with_min_lr's min_lr). Unknown names,
 // unknown or mistyped keyword arguments and values HF refuses are an error (pt_set_error, -1).
 int pt_lr_schedule_parse(pt_lr_schedule *out, const char *name, const char *kwargs_json, double lr);

@@ -234,6 +234,13 @@ static void record_model(const pt_train_flag *f, const pt_train_args *a, cJSON *
     free(abs_model);
 }
 
+static void record_config(const pt_train_flag *f, const pt_train_args *a, cJSON *o) {
+    if (!a->model_config) return;  // MODEL/config.json, as runs without the flag record it
+    char *abs_config = realpath(a->model_config, NULL);
+    cJSON_AddStringToObject(o, f->key, abs_config ? abs_config : a->model_config);
+    free(abs_config);
+}
+
 static void record_if_positive(const pt_train_flag *f, const pt_train_args *a, cJSON *o) {
     const double x = *CFIELD(a, f, double);
     if (x > 0) cJSON_AddNumberToObject(o, f->key, x);
@@ -276,6 +283,10 @@ static void record_precision(const pt_train_flag *f, const pt_train_args *a, cJS
 
 const pt_train_flag pt_train_flags[] = {
     {"--model", "model", PT_FLAG_STRING, OFF(model_dir), .json = cJSON_String, .record = record_model},
+    {"--config", "config", PT_FLAG_STRING, OFF(model_config), .json = cJSON_String, .usage = "--config FILE",
+     .help = "the model's config.json when --model has none (TorchTitan's HF\n"
+             "export; its run's hf_assets_path has it), as eval's --config",
+     .record = record_config},
     {"--model-name-or-path", "model_name_or_path", PT_FLAG_STRING, OFF(model_dir), .json = NONE},  // HF's name of --model
     {"--data", "data", PT_FLAG_STRING, OFF(data_path), .json = cJSON_String},
     {"--output-dir", "output_dir", PT_FLAG_STRING, OFF(output_dir), .json = cJSON_String},
@@ -307,14 +318,20 @@ const pt_train_flag pt_train_flags[] = {
      .help = "{} | cosine | constant | constant_with_warmup |\n"
              "cosine_with_restarts | polynomial | inverse_sqrt |\n"
              "cosine_with_min_lr | cosine_warmup_with_min_lr |\n"
-             "warmup_stable_decay (HF's formulas)"},
+             "warmup_stable_decay (HF's formulas) | torchtitan (TorchTitan's\n"
+             "warmup-stable-decay: its lr_scheduler fields as kwargs)"},
     {"--lr-scheduler-kwargs", "lr_scheduler_kwargs", PT_FLAG_STRING, OFF(lr_scheduler_kwargs), .json = cJSON_Object,
      .recipe = true, .usage = "--lr-scheduler-kwargs JSON",
      .help = "HF's lr_scheduler_kwargs, e.g. '{\"min_lr_rate\": 0.1}',\n"
-             "'{\"num_decay_steps\": 100, \"decay_type\": \"linear\"}'",
+             "'{\"num_decay_steps\": 100, \"decay_type\": \"linear\"}'; torchtitan:\n"
+             "decay_type, min_lr_factor, decay_ratio, total_steps",
      .set = set_json_object, .record = record_json_text},
     {"--weight-decay", "weight_decay", PT_FLAG_DOUBLE, OFF(weight_decay), .min = NO_MIN, .def = "0",
-     .json = cJSON_Number, .usage = "--weight-decay F", .help = "{} (never applied to norm weights)"},
+     .json = cJSON_Number, .usage = "--weight-decay F", .help = "{} (not on norm weights unless --weight-decay-params all)"},
+    {"--weight-decay-params", "weight_decay_params", PT_FLAG_CHOICE, OFF(weight_decay_params), .choices = "hf|all",
+     .def = "hf", .json = cJSON_String, .recipe = true, .usage = "--weight-decay-params hf|all",
+     .help = "which parameters --weight-decay shrinks: {} (HF's Trainer: all\n"
+             "but norm weights and biases) | all (TorchTitan's default AdamW)"},
     {"--adam-beta1", "adam_beta1", PT_FLAG_DOUBLE, OFF(adam_beta1), .min = NO_MIN, .def = "0.9", .json = cJSON_Number,
      .recipe = true, .usage = "--adam-beta1 F", .help = "{}"},
     {"--adam-beta2", "adam_beta2", PT_FLAG_DOUBLE, OFF(adam_beta2), .min = NO_MIN, .def = "0.999",

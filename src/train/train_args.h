@@ -15,11 +15,13 @@ struct cJSON;
 // where noted).
 typedef struct {
     const char *model_dir;    // HF model directory to start from
+    const char *model_config; // --config: the model's config file instead of MODEL/config.json (NULL: that one)
     const char *data_path;    // token shard
     const char *output_dir;
     const char *backend;      // "cpu-ref"
     double learning_rate;     // 5e-5
     double weight_decay;      // 0
+    int weight_decay_params;  // PT_WD_HF (default: HF's groups, norm weights excluded) or PT_WD_ALL (TorchTitan's)
     double adam_beta1, adam_beta2, adam_epsilon;  // 0.9, 0.999, 1e-8
     double max_grad_norm;     // 1.0; 0 disables clipping
     int per_device_train_batch_size;  // 8
@@ -64,6 +66,7 @@ typedef struct {
 
 enum { PT_EPOCHS_UNSET = -1, PT_EPOCHS_WRAP = 0, PT_EPOCHS_HF = 1 };
 enum { PT_NAN_STOP = 0, PT_NAN_SKIP = 1, PT_NAN_ROLLBACK = 2 };
+enum { PT_WD_HF = 0, PT_WD_ALL = 1 };  // --weight-decay-params, in its choices' order
 // --save-steps auto: a probe checkpoint PT_SAVE_AUTO_PROBE steps into the run
 // measures the save cost; then Daly's optimum interval for --mtbf-hours.
 #define PT_SAVE_STEPS_AUTO (-1L)

@@ -170,7 +170,8 @@ long pt_trainer_resume(pt_trainer *t, ckpt *c) {
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(mh, "config_sha256");
     const cJSON *iw = cJSON_GetObjectItemCaseSensitive(mh, "initial_weights_sha256");
     if (!cJSON_IsString(ch) || strcmp(ch->valuestring, h->config_sha256) != 0) {
-        pt_set_error("%s: the checkpoint's model config differs from %s/config.json", ckpt_dir(c), a->model_dir);
+        pt_set_error("%s: the checkpoint's model config differs from %s%s", ckpt_dir(c),
+                     a->model_config ? a->model_config : a->model_dir, a->model_config ? "" : "/config.json");
         return -1;
     }
     if (cJSON_IsString(iw)) snprintf(h->initial_weights_sha256, 65, "%s", iw->valuestring);
@@ -258,8 +259,10 @@ void pt_trainer_heartbeat(pt_trainer *t, long step, const char *phase) {
 
 int pt_trainer_check_model(pt_trainer *t) {
     if (t->model.cfg.attention_dropout != 0) {  // transformers would drop attention weights; we have no dropout
-        pt_set_error("%s/config.json: attention_dropout %g: training with attention dropout is not supported "
-                     "(set it to 0.0, as Qwen3 releases do)", t->a.model_dir, t->model.cfg.attention_dropout);
+        const pt_train_args *a = &t->a;
+        pt_set_error("%s%s: attention_dropout %g: training with attention dropout is not supported (set it to 0.0, "
+                     "as Qwen3 releases do)", a->model_config ? a->model_config : a->model_dir,
+                     a->model_config ? "" : "/config.json", t->model.cfg.attention_dropout);
         return -1;
     }
     return 0;
