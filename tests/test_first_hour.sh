@@ -106,4 +106,16 @@ say '[ "$(wc -l <"$T/sums")" -ge 20 ] && sha256sum --quiet -c "$T/sums"' "every 
 say '[ "$(find "$O" -name "checkpoint-*" | wc -l)" -eq 5 ]' "no other checkpoint left"
 python3 "$S/scripts/demo_summary.py" --prune "$O/demo" "$O/demo-b" >"$T/summary2" 2>&1
 say 'grep -q "(removed 0 B of checkpoints" "$T/summary2"' "a second prune removes nothing"
+
+# ---- 4. no surprises: each command does what the one before it led the user to expect ----
+# compare picks the profile accept would (from the manifests): an fp32 baseline and a bf16 candidate are
+# judged with bf16, which accepts this pair (lr 1e-3) where fp32 rejects it; --profile still wins
+P="--model $F --data $F/data.bin --max-steps 8 --seq-len 16 --per-device-train-batch-size 2 --warmup-steps 2
+   --learning-rate 1e-3 --quiet"
+"$B" train --backend cpu-ref $P --output-dir "$T/fp32" >/dev/null 2>&1
+"$B" train --backend cpu --precision bf16 $P --output-dir "$T/bf16" >/dev/null 2>&1
+check 0 "^profile:   bf16 (from the manifests: cpu-ref:fp32 vs cpu:bf16, bf16 on at least one side)$" -- \
+    "$B" compare "$T/fp32" "$T/bf16"
+check 1 "^profile:   fp32 (named on the command line)$" -- "$B" compare "$T/fp32" "$T/bf16" --profile fp32
+check 0 "default as accept picks it" -- "$B" compare --help
 exit $fail

@@ -106,6 +106,21 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
 
 int pt_platform_ranks(const pt_platform *p) { return p->tp * p->dp * p->fsdp; }
 
+const char *pt_platform_pair_profile(const pt_platform *a, const pt_platform *b, const char **why) {
+    const char *w, *prof;
+    if (!strcmp(a->backend, b->backend) && !strcmp(a->precision, b->precision) && a->tf32 == b->tf32 &&
+        a->tp == b->tp && a->dp == b->dp && a->fsdp == b->fsdp)
+        w = "the same platform on both sides", prof = "exact";
+    else if (!strcmp(a->precision, "bf16") || !strcmp(b->precision, "bf16"))
+        w = "bf16 on at least one side", prof = "bf16";
+    else if (a->tf32 || b->tf32)  // TF32 GEMMs (10-bit mantissa operands): the reduced-precision profile too
+        w = "TF32 GEMMs on at least one side", prof = "bf16";
+    else
+        w = "two fp32 platforms", prof = "fp32";
+    if (why) *why = w;
+    return prof;
+}
+
 void pt_accept_defaults(pt_accept_opts *o) {
     memset(o, 0, sizeof *o);
     o->output_dir = "out/accept";
