@@ -118,4 +118,8 @@ check 0 "^profile:   bf16 (from the manifests: cpu-ref:fp32 vs cpu:bf16, bf16 on
     "$B" compare "$T/fp32" "$T/bf16"
 check 1 "^profile:   fp32 (named on the command line)$" -- "$B" compare "$T/fp32" "$T/bf16" --profile fp32
 check 0 "default as accept picks it" -- "$B" compare --help
+# a missing input is not transient: the supervisor stops at once (exit 2) with the worker's one line
+check 2 "^portatrain: error: $T/nomodel: model directory not found$" -- \
+    "$B" train --supervise --model "$T/nomodel" --data "$F/data.bin" --output-dir "$T/sup" --max-steps 2 --seq-len 16
+say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/sup" ]' "no restart for a missing --model, nothing left behind"
 exit $fail
