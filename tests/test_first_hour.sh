@@ -122,4 +122,23 @@ check 0 "default as accept picks it" -- "$B" compare --help
 check 2 "^portatrain: error: $T/nomodel: model directory not found$" -- \
     "$B" train --supervise --model "$T/nomodel" --data "$F/data.bin" --output-dir "$T/sup" --max-steps 2 --seq-len 16
 say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/sup" ]' "no restart for a missing --model, nothing left behind"
+# Ctrl-C: one line naming the step and how to resume, exit 130. The run is a job of its own (set -m): a
+# script's background job would start with SIGINT ignored, which train leaves ignored.
+interrupt() {  # interrupt OUT SAVE_STEPS: SIGINT once OUT has a metrics line (and a checkpoint when one is due)
+    set -m
+    "$B" train --model "$F" --data "$F/data.bin" --output-dir "$1" --max-steps 1000000 --seq-len 16 \
+        --save-steps "$2" --quiet >"$T/out" 2>&1 &
+    local pid=$! i
+    set +m
+    for i in $(seq 400); do
+        [ -s "$1/metrics.jsonl" ] && { [ "$2" -gt 1000 ] || [ -e "$1/latest" ]; } && break; sleep 0.05
+    done
+    kill -INT "$pid"; wait "$pid"; irc=$?
+}
+interrupt "$T/int" 5
+say '[ $irc -eq 130 ] && [ "$(wc -l <"$T/out")" -eq 1 ] && grep -Eq "^portatrain: interrupted at step [0-9]+ of 1000000; resume with: portatrain train \.\.\. --resume-from-checkpoint latest \(the same flags; it continues from step [0-9]*[05]\)$" "$T/out"' \
+    "Ctrl-C: exit 130 and the resume command ($(cat "$T/out"))"
+interrupt "$T/int0" 999999
+say '[ $irc -eq 130 ] && grep -Eq "^portatrain: interrupted at step [0-9]+ of 1000000; no checkpoint was written yet" "$T/out"' \
+    "Ctrl-C before any checkpoint says so ($(cat "$T/out"))"
 exit $fail
