@@ -141,4 +141,14 @@ say '[ $irc -eq 130 ] && [ "$(wc -l <"$T/out")" -eq 1 ] && grep -Eq "^portatrain
 interrupt "$T/int0" 999999
 say '[ $irc -eq 130 ] && grep -Eq "^portatrain: interrupted at step [0-9]+ of 1000000; no checkpoint was written yet" "$T/out"' \
     "Ctrl-C before any checkpoint says so ($(cat "$T/out"))"
+# a mistyped backend or SPEC part: one line naming the bad value and the nearest valid one
+check 2 "^portatrain: error: cpu_ref: unknown backend; did you mean cpu-ref? (known: cpu-ref, cpu, opencl, cuda, cuda-sim)$" -- \
+    "$B" accept --baseline cpu_ref --candidate cpu --output-dir "$T/x"
+check 2 "^portatrain: error: platform SPEC 'cpu:tp=0': tp must be a positive integer up to 4096 (got '0')$" -- \
+    "$B" accept --baseline cpu-ref --candidate cpu:tp=0 --output-dir "$T/x"
+check 2 "^portatrain: error: platform SPEC 'cpu:bf61': unknown part 'bf61'; did you mean bf16? (expected" -- \
+    "$B" accept --baseline cpu-ref --candidate cpu:bf61 --output-dir "$T/x"
+check 1 "^portatrain: error: cuda_sim: unknown backend; did you mean cuda-sim? (known: " -- \
+    "$B" train --backend cuda_sim --model "$F" --data "$F/data.bin" --output-dir "$T/x" --max-steps 1 --seq-len 16
+say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/x" ]' "one line, nothing run"
 exit $fail

@@ -49,8 +49,23 @@ pt_backend *pt_backend_create(const char *spec) {
 #ifdef PT_HAVE_CUDA
     if (!strncmp(spec, "cuda", 4) && (spec[4] == 0 || spec[4] == ':')) return pt_backend_cuda_create(spec + 4);
 #endif
-    pt_set_error("unknown backend '%s' (available: %s)", spec, pt_backend_list());
+    pt_backend_unknown(spec);
     return NULL;
+}
+
+int pt_backend_unknown(const char *spec) {
+    static const char *const known[] = {"cpu-ref", "cpu", "opencl", "cuda", "cuda-sim"};
+    const char *colon = strchr(spec, ':');
+    const int n = colon ? (int)(colon - spec) : (int)strlen(spec);
+    for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+        if ((int)strlen(known[k]) == n && !strncmp(spec, known[k], (size_t)n)) {
+            pt_set_error("backend '%.*s' is not built into this binary (available: %s)", n, spec, pt_backend_list());
+            return -1;
+        }
+    const char *near = pt_nearest_name(spec, n, known, (int)(sizeof known / sizeof *known), 1 + n / 4);
+    pt_set_error("%.*s: unknown backend%s%s%s (known: cpu-ref, cpu, opencl, cuda, cuda-sim)", n, spec,
+                 near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    return -1;
 }
 
 int pt_backend_probe(const char *spec) {
