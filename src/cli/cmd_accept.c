@@ -122,6 +122,7 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
         else if (!strcmp(a, "--quiet")) o->quiet = argp_flag(&p);
         else return argp_unknown(&p, a);
     }
+    if (cli_raw_text(o->train_data) || cli_raw_text(o->eval_data)) return 2;
     from_train(&t, o);
     return -1;
 }
