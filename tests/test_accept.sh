@@ -69,7 +69,7 @@ elif grep -q "^cuda  *no CUDA device" "$T/devices"; then
     check 2 "platform SPEC 'cuda:fp32': backend 'cuda': no CUDA device (" -- \
       "$B" accept --baseline cpu-ref --candidate cuda:fp32 --output-dir "$T/x"
 else echo "ok: a CUDA device is present (no no-device refusal to check)"; fi
-check 2 "backend 'tpu' is not built into this binary (available: cpu-ref" -- \
+check 2 "tpu: unknown backend; did you mean cpu? (known: cpu-ref, cpu, opencl, cuda, cuda-sim)" -- \
   "$B" accept --baseline cpu-ref --candidate tpu:fp32 --output-dir "$T/x"
 check 2 "unknown part 'fp16'" -- "$B" accept --baseline cpu-ref --candidate cpu:fp16 --output-dir "$T/x"
 check 2 "platform cpu:fsdp=3 splits each batch over 3 data ranks" -- "$B" accept --baseline cpu-ref --candidate cpu:fsdp=3 --output-dir "$T/x"

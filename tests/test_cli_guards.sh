@@ -121,7 +121,7 @@ check 2 "padded mode needs the end-of-document id, which a bare shard does not r
     -- tr "$T/pad" --data-mode padded
 check 2 "a bare shard does not record" -- tr "$T/pad2" --data-mode padded --supervise --restart-backoff 5
 yes_ '[ "$(grep -c "a bare shard does not record" "$T/out")" = 1 ]' "  supervised: one worker ran, no retry"
-printf 'not a shard' > "$T/bad.bin"
+printf 'not a shard\0' > "$T/bad.bin"  # binary junk: text there is refused as raw text (test_first_hour)
 check 2 "truncated shard header" -- "$B" train --model "$G" --data "$T/bad.bin" --output-dir "$T/pad3" \
     --max-steps 2 --seq-len 16 --quiet --supervise --restart-backoff 5
 yes_ '[ "$(grep -c "truncated shard header" "$T/out")" = 1 ]' "  a malformed shard: one worker ran, no retry"

@@ -106,4 +106,49 @@ say '[ "$(wc -l <"$T/sums")" -ge 20 ] && sha256sum --quiet -c "$T/sums"' "every 
 say '[ "$(find "$O" -name "checkpoint-*" | wc -l)" -eq 5 ]' "no other checkpoint left"
 python3 "$S/scripts/demo_summary.py" --prune "$O/demo" "$O/demo-b" >"$T/summary2" 2>&1
 say 'grep -q "(removed 0 B of checkpoints" "$T/summary2"' "a second prune removes nothing"
+
+# ---- 4. no surprises: each command does what the one before it led the user to expect ----
+# compare picks the profile accept would (from the manifests): an fp32 baseline and a bf16 candidate are
+# judged with bf16, which accepts this pair (lr 1e-3) where fp32 rejects it; --profile still wins
+P="--model $F --data $F/data.bin --max-steps 8 --seq-len 16 --per-device-train-batch-size 2 --warmup-steps 2
+   --learning-rate 1e-3 --quiet"
+"$B" train --backend cpu-ref $P --output-dir "$T/fp32" >/dev/null 2>&1
+"$B" train --backend cpu --precision bf16 $P --output-dir "$T/bf16" >/dev/null 2>&1
+check 0 "^profile:   bf16 (from the manifests: cpu-ref:fp32 vs cpu:bf16, bf16 on at least one side)$" -- \
+    "$B" compare "$T/fp32" "$T/bf16"
+check 1 "^profile:   fp32 (named on the command line)$" -- "$B" compare "$T/fp32" "$T/bf16" --profile fp32
+check 0 "default as accept picks it" -- "$B" compare --help
+# a missing input is not transient: the supervisor stops at once (exit 2) with the worker's one line
+check 2 "^portatrain: error: $T/nomodel: model directory not found$" -- \
+    "$B" train --supervise --model "$T/nomodel" --data "$F/data.bin" --output-dir "$T/sup" --max-steps 2 --seq-len 16
+say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/sup" ]' "no restart for a missing --model, nothing left behind"
+# Ctrl-C: one line naming the step and how to resume, exit 130. The run is a job of its own (set -m): a
+# script's background job would start with SIGINT ignored, which train leaves ignored.
+interrupt() {  # interrupt OUT SAVE_STEPS: SIGINT once OUT has a metrics line (and a checkpoint when one is due)
+    set -m
+    "$B" train --model "$F" --data "$F/data.bin" --output-dir "$1" --max-steps 1000000 --seq-len 16 \
+        --save-steps "$2" --quiet >"$T/out" 2>&1 &
+    local pid=$! i
+    set +m
+    for i in $(seq 400); do
+        [ -s "$1/metrics.jsonl" ] && { [ "$2" -gt 1000 ] || [ -e "$1/latest" ]; } && break; sleep 0.05
+    done
+    kill -INT "$pid"; wait "$pid"; irc=$?
+}
+interrupt "$T/int" 5
+say '[ $irc -eq 130 ] && [ "$(wc -l <"$T/out")" -eq 1 ] && grep -Eq "^portatrain: interrupted at step [0-9]+ of 1000000; resume with: portatrain train \.\.\. --resume-from-checkpoint latest \(the same flags; it continues from step [0-9]*[05]\)$" "$T/out"' \
+    "Ctrl-C: exit 130 and the resume command ($(cat "$T/out"))"
+interrupt "$T/int0" 999999
+say '[ $irc -eq 130 ] && grep -Eq "^portatrain: interrupted at step [0-9]+ of 1000000; no checkpoint was written yet" "$T/out"' \
+    "Ctrl-C before any checkpoint says so ($(cat "$T/out"))"
+# a mistyped backend or SPEC part: one line naming the bad value and the nearest valid one
+check 2 "^portatrain: error: cpu_ref: unknown backend; did you mean cpu-ref? (known: cpu-ref, cpu, opencl, cuda, cuda-sim)$" -- \
+    "$B" accept --baseline cpu_ref --candidate cpu --output-dir "$T/x"
+check 2 "^portatrain: error: platform SPEC 'cpu:tp=0': tp must be a positive integer up to 4096 (got '0')$" -- \
+    "$B" accept --baseline cpu-ref --candidate cpu:tp=0 --output-dir "$T/x"
+check 2 "^portatrain: error: platform SPEC 'cpu:bf61': unknown part 'bf61'; did you mean bf16? (expected" -- \
+    "$B" accept --baseline cpu-ref --candidate cpu:bf61 --output-dir "$T/x"
+check 1 "^portatrain: error: cuda_sim: unknown backend; did you mean cuda-sim? (known: " -- \
+    "$B" train --backend cuda_sim --model "$F" --data "$F/data.bin" --output-dir "$T/x" --max-steps 1 --seq-len 16
+say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/x" ]' "one line, nothing run"
 exit $fail

@@ -92,8 +92,29 @@ pt_backend *pt_backend_create(const char *spec) {
     if (!spec) spec = "cpu-ref";
     const backend_entry *e = find(spec);
     if (e) return e->create(spec + strlen(e->name));
-    pt_set_error("unknown backend '%s' (available: %s)", spec, pt_backend_list());
+    pt_backend_unknown(spec);
     return NULL;
+}
+
+int pt_backend_unknown(const char *spec) {
+    const char *known[PT_ARRAY_LEN(BACKENDS)];
+    const char *colon = strchr(spec, ':');
+    const int n = colon ? (int)(colon - spec) : (int)strlen(spec);
+    for (size_t k = 0; k < PT_ARRAY_LEN(BACKENDS); k++) {
+        const backend_entry *e = &BACKENDS[k];
+        known[k] = e->name;
+        if ((int)strlen(e->name) != n || strncmp(spec, e->name, (size_t)n)) continue;
+        if (!e->create)
+            pt_set_error("backend '%.*s' is not built into this binary (%s; available: %s)", n, spec, e->not_built,
+                         pt_backend_list());
+        else pt_set_error("unknown backend '%s' (%s takes no device index; available: %s)", spec, e->name,
+                          pt_backend_list());
+        return -1;
+    }
+    const char *near = pt_nearest_name(spec, n, known, (int)PT_ARRAY_LEN(BACKENDS), 1 + n / 4);
+    pt_set_error("%.*s: unknown backend%s%s%s (known: cpu-ref, cpu, opencl, cuda, cuda-sim)", n, spec,
+                 near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    return -1;
 }
 
 int pt_backend_probe(const char *spec) {

@@ -173,6 +173,9 @@ int pt_backend_probe(const char *spec);
 void pt_backend_destroy(pt_backend *be);
 // Comma-separated list of the backends compiled in.
 const char *pt_backend_list(void);
+// The error for a spec naming no backend of this build (-1): an unknown name with the nearest known one,
+// or a known backend this build left out, with the ones it has.
+int pt_backend_unknown(const char *spec);
 // openblas_get_config() when the fast cpu backend (OpenBLAS) is compiled in, else NULL.
 const char *pt_backend_blas_config(void);
 

@@ -1,4 +1,5 @@
 #include "cli/cli.h"
+#include "data/shard.h"
 #include "util/common.h"
 
 #include <errno.h>
@@ -173,6 +174,12 @@ int argp_unknown(pt_argparse *p, const char *opt) {
 int cli_fail(void) {
     fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
     return 1;
+}
+
+bool cli_raw_text(const char *path) {
+    if (!path || !pt_shard_explain_raw_text(path)) return false;
+    fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
+    return true;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {

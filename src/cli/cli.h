@@ -61,4 +61,7 @@ int argp_unknown(pt_argparse *p, const char *opt);
 
 // Prints "portatrain: error: <last error>" and returns 1.
 int cli_fail(void);
+// Raw text given to a data flag (a corpus not yet tokenized, the commonest first mistake): prints the one-line
+// error naming the file and the tokenize command that fixes it, and returns true (the command exits 2).
+bool cli_raw_text(const char *path);
 int cli_usage_error(const char *cmd, const char *fmt, ...);

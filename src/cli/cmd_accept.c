@@ -32,7 +32,8 @@ static void help(void) {
            "  --price-table FILE            prices per device-hour with source and date (configs/prices.json)\n"
            "  --launcher CMD                starts a layout's ranks: CMD -np N portatrain train ... (mpirun;\n"
            "                                e.g. 'mpirun --oversubscribe', 'mpirun --hostfile hosts')\n"
-           "  --profile exact|fp32|bf16     tolerance profile (default: exact for the same platform, else fp32)\n"
+           "  --profile exact|fp32|bf16     tolerance profile (default: exact for the same platform,\n"
+           "                                else bf16 when a side runs bf16 or TF32, else fp32)\n"
            "  --seq-len T (64)  --per-device-train-batch-size B (4)  --learning-rate F (3e-3)\n"
            "  --warmup-steps N (20)  --weight-decay F (0.1)  --max-grad-norm F (1.0)  --seed N (42)\n"
            "  --eval-batches N              batches of 8 windows in the eval (16)\n"
@@ -121,6 +122,7 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
         else if (!strcmp(a, "--quiet")) o->quiet = argp_flag(&p);
         else return argp_unknown(&p, a);
     }
+    if (cli_raw_text(o->train_data) || cli_raw_text(o->eval_data)) return 2;
     from_train(&t, o);
     return -1;
 }

@@ -18,6 +18,9 @@ static void usage(FILE *to) {
             "       portatrain compare --seeds A1,A2,... B1,B2,... [--target-loss L] [--window W] [--alpha P] [--json OUT]\n"
             "RUN_A is the baseline, RUN_B the candidate: portatrain run dirs or imported logs (hf, torchtitan,\n"
             "csv, jsonl). Exit 0 ACCEPTED, 1 REJECTED, 2 REFUSED / cannot compare.\n"
+            "--profile: default as accept picks it from the two runs' manifest.json: exact for the same platform,\n"
+            "bf16 when either side ran bf16 or TF32, else fp32; fp32 when a side has no manifest (an imported\n"
+            "log). A --profile given wins; the output says which profile was used and why.\n"
             "--seeds: one run per seed on each side; steps to reach the target loss (trailing mean of W steps;\n"
             "default target: the worst baseline seed's trailing-mean loss two thirds into its run) and a one-sided Welch t-test\n"
             "that the candidate is not slower (REJECTED when p < alpha, default 0.05).\n");
@@ -98,8 +101,9 @@ int cmd_compare(int argc, char **argv) {
     int rc = pt_compare_runs(pos[0], pos[1], &o, &res);
     if (!res) { fprintf(stderr, "portatrain: error: %s\n", pt_last_error()); return 2; }
     cJSON *fi = cJSON_GetObjectItem(res, "frozen_inputs"), *it;
-    printf("baseline:  %s\ncandidate: %s\nprofile:   %s\n", pos[0], pos[1],
-           cJSON_GetObjectItem(cJSON_GetObjectItem(res, "profile"), "name")->valuestring);
+    const cJSON *pj = cJSON_GetObjectItem(res, "profile");
+    printf("baseline:  %s\ncandidate: %s\nprofile:   %s (%s)\n", pos[0], pos[1],
+           cJSON_GetObjectItem(pj, "name")->valuestring, cJSON_GetObjectItem(pj, "why")->valuestring);
     const cJSON *src = cJSON_GetObjectItem(fi, "source");
     const char *match = cJSON_IsTrue(cJSON_GetObjectItem(fi, "match")) ? "match" : "DIFFER";
     if (cJSON_IsTrue(cJSON_GetObjectItem(fi, "verified")))

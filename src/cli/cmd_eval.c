@@ -49,6 +49,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(o, "--config")) config = argp_value(&p);
         else return argp_unknown(&p, o);
     }
+    if (cli_raw_text(data)) return 2;
     if (!model_dir || !data || T <= 0 || B <= 0)
         return cli_usage_error("eval", "--model, --data and a positive --seq-len are required");
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))

@@ -183,6 +183,7 @@ static int parse(int argc, char **argv, pt_train_args *a, pt_fault *faults, int 
             return cli_usage_error("train", "%s", pt_last_error());
         }
     }
+    if (cli_raw_text(a->data_path)) return 2;
     if (pt_train_args_finish(a) != 0) return cli_usage_error("train", "%s", pt_last_error());
     return -1;
 }

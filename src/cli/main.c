@@ -1,6 +1,5 @@
 // portatrain: Qwen3 training and cross-platform acceptance in C.
 #include "cli/cli.h"
-#include "data/shard.h"
 #include "util/common.h"
 
 #include <stdio.h>
@@ -35,28 +34,6 @@ static void usage(FILE *f) {
     fprintf(f, "\nportatrain <command> --help shows a command's options.\n");
 }
 
-// The options that name token data. Raw text there (a corpus not yet tokenized) is the commonest first
-// mistake, so every command refuses it up front as a usage error (exit 2) with the command that fixes it.
-static const char *const data_options[] = {"--data", "--train-data", "--eval-data"};
-
-static int refuse_raw_text_data(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        char name[32];
-        const char *value = NULL;
-        const char *opt = argp_canonical_name(argv[i], name, sizeof name, &value) ? name : argv[i];
-        for (size_t k = 0; k < sizeof data_options / sizeof data_options[0]; k++) {
-            if (strcmp(opt, data_options[k]) != 0) continue;
-            if (!value && i + 1 < argc) value = argv[++i];
-            // a missing value is the command's own usage error
-            if (value && pt_shard_explain_raw_text(value)) {
-                fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
-                return 2;
-            }
-        }
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "--version")) return cmd_version(1, argv + 1);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -65,8 +42,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
-            int rc = refuse_raw_text_data(argc - 1, argv + 1);
-            return rc ? rc : commands[i].run(argc - 1, argv + 1);
+            return commands[i].run(argc - 1, argv + 1);
         }
     fprintf(stderr, "portatrain: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -35,6 +35,19 @@
 #include <unistd.h>
 
 // ---------------------------------------------------------------- platforms
+// A SPEC part that is none of the known ones: -1, the error suggesting the nearest.
+static int unknown_part(const char *spec, const char *tok) {
+    static const char *const parts[] = {"fp32", "bf16", "tf32", "tp", "dp", "fsdp"};
+    const char *eq = strchr(tok, '=');
+    const int n = eq ? (int)(eq - tok) : (int)strlen(tok);
+    const char *near = pt_nearest_name(tok, n, parts, (int)PT_ARRAY_LEN(parts), 1 + n / 4);
+    const bool dim = near && (!strcmp(near, "tp") || !strcmp(near, "dp") || !strcmp(near, "fsdp"));
+    char hint[96] = "";
+    if (near) snprintf(hint, sizeof hint, "; did you mean %s%s%s?", near, dim ? "=" : "", dim ? (eq ? eq + 1 : "N") : "");
+    pt_set_error("platform SPEC '%s': unknown part '%s'%s (expected fp32, bf16, tf32, tp=N, dp=N or fsdp=N)", spec, tok, hint);
+    return -1;
+}
+
 int pt_platform_parse(const char *spec, pt_platform *p) {
     memset(p, 0, sizeof *p);
     snprintf(p->precision, sizeof p->precision, "fp32");
@@ -61,11 +74,13 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
         }
         int *dim = !strncmp(tok, "tp=", 3) ? &p->tp : !strncmp(tok, "dp=", 3) ? &p->dp
                    : !strncmp(tok, "fsdp=", 5) ? &p->fsdp : NULL;
-        const char *v = dim ? strchr(tok, '=') + 1 : NULL;
+        if (!dim) return unknown_part(spec, tok);
+        const char *v = strchr(tok, '=') + 1;
         char *end;
-        long n = v ? strtol(v, &end, 10) : 0;
-        if (!dim || end == v || *end || n < 1 || n > 4096) {
-            pt_set_error("platform SPEC '%s': unknown part '%s' (expected fp32, bf16, tf32, tp=N, dp=N or fsdp=N)", spec, tok);
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 1 || n > 4096) {
+            pt_set_error("platform SPEC '%s': %.*s must be a positive integer up to 4096 (got '%s')", spec,
+                         (int)(v - 1 - tok), tok, v);
             return -1;
         }
         *dim = (int)n;
@@ -77,8 +92,8 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
     for (char *s2 = NULL, *b = strtok_r(avail, ",", &s2); b; b = strtok_r(NULL, ",", &s2))
         if (!strcmp(b, p->backend)) found = true;
     if (!found) {
-        pt_set_error("platform SPEC '%s': backend '%s' is not built into this binary (available: %s)", spec,
-                     p->backend, pt_backend_list());
+        pt_backend_unknown(p->backend);
+        if (strcmp(spec, p->backend)) pt_prefix_error("platform SPEC '%s': ", spec);  // else the error names it
         return -1;
     }
     // A built cuda backend may still find no device here: say so now too
@@ -105,6 +120,21 @@ int pt_platform_parse(const char *spec, pt_platform *p) {
 }
 
 int pt_platform_ranks(const pt_platform *p) { return p->tp * p->dp * p->fsdp; }
+
+const char *pt_platform_pair_profile(const pt_platform *a, const pt_platform *b, const char **why) {
+    const char *w, *prof;
+    if (!strcmp(a->backend, b->backend) && !strcmp(a->precision, b->precision) && a->tf32 == b->tf32 &&
+        a->tp == b->tp && a->dp == b->dp && a->fsdp == b->fsdp)
+        w = "the same platform on both sides", prof = "exact";
+    else if (!strcmp(a->precision, "bf16") || !strcmp(b->precision, "bf16"))
+        w = "bf16 on at least one side", prof = "bf16";
+    else if (a->tf32 || b->tf32)  // TF32 GEMMs (10-bit mantissa operands): the reduced-precision profile too
+        w = "TF32 GEMMs on at least one side", prof = "bf16";
+    else
+        w = "two fp32 platforms", prof = "fp32";
+    if (why) *why = w;
+    return prof;
+}
 
 void pt_accept_defaults(pt_accept_opts *o) {
     memset(o, 0, sizeof *o);

@@ -20,6 +20,10 @@ typedef struct {
 int pt_platform_parse(const char *spec, pt_platform *out);
 // tp x dp x fsdp: the ranks its runs start (1: a single process).
 int pt_platform_ranks(const pt_platform *p);
+// The tolerance profile a run on b is judged with against one on a when none is named (accept and compare):
+// "exact" for the same platform (backend, precision, TF32 and layout), "bf16" when either side computes in
+// bf16 or with TF32 GEMMs, else "fp32". *why (may be NULL) receives the reason, a static string.
+const char *pt_platform_pair_profile(const pt_platform *a, const pt_platform *b, const char **why);
 
 
 typedef struct {

@@ -124,13 +124,7 @@ int acc_eval_run(acc_ctx *c, run_t *r, const char *model_dir, const char *phase_
 }
 
 const char *acc_pair_profile(acc_ctx *c, const pt_platform *a, const pt_platform *b) {
-    if (c->o->profile) return c->o->profile;
-    if (!strcmp(a->backend, b->backend) && !strcmp(a->precision, b->precision) && a->tf32 == b->tf32 &&
-        a->tp == b->tp && a->dp == b->dp && a->fsdp == b->fsdp)
-        return "exact";
-    // TF32 GEMMs (10-bit mantissa operands) are judged with the reduced-precision profile too
-    const bool reduced = !strcmp(a->precision, "bf16") || !strcmp(b->precision, "bf16") || a->tf32 || b->tf32;
-    return reduced ? "bf16" : "fp32";
+    return c->o->profile ? c->o->profile : pt_platform_pair_profile(a, b, NULL);
 }
 
 // Baseline vs candidate: 0 accepted, 1 rejected (its reasons added), 2 refused (frozen inputs differ).

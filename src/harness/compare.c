@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/accept.h"
 #include "harness/runlog.h"
 #include "util/common.h"
 
@@ -600,9 +601,48 @@ static int check_eval(const pt_runlog *A, const pt_runlog *B, const tolerances *
     return 1;
 }
 
-static cJSON *profile_json(const char *prof, const tolerances *t) {
+// A run dir's platform from its manifest.json, as accept's SPEC names it; -1 without one (an imported log).
+static int manifest_platform(const pt_runlog *R, pt_platform *p) {
+    memset(p, 0, sizeof *p);
+    cJSON *m = R->is_run_dir ? load_json_in(R->path, "manifest.json") : NULL;
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(m, "platform"),
+                *par = cJSON_GetObjectItemCaseSensitive(pl, "parallel"),
+                *be = cJSON_GetObjectItemCaseSensitive(pl, "backend"), *pr = cJSON_GetObjectItemCaseSensitive(pl, "precision");
+    const int ok = cJSON_IsString(be) && cJSON_IsString(pr);
+    if (ok) {
+        snprintf(p->backend, sizeof p->backend, "%s", be->valuestring);
+        snprintf(p->precision, sizeof p->precision, "%s", pr->valuestring);
+        p->tf32 = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl, "tf32"));
+        const char *dims[] = {"tp", "dp", "fsdp"};
+        int *dst[] = {&p->tp, &p->dp, &p->fsdp};
+        for (int k = 0; k < 3; k++) {
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(par, dims[k]);
+            *dst[k] = cJSON_IsNumber(d) ? d->valueint : 1;
+        }
+        snprintf(p->text, sizeof p->text, "%s:%s%s", p->backend, p->precision, p->tf32 ? ":tf32" : "");
+    }
+    cJSON_Delete(m);
+    return ok ? 0 : -1;
+}
+
+// The profile when --profile names none: the one accept judges the two platforms with (read from both runs'
+// manifest.json), so that compare and accept give one pair one verdict; fp32 where a side has no manifest.
+static const char *pick_profile(const pt_runlog *A, const pt_runlog *B, char *why, size_t n) {
+    pt_platform pa, pb;
+    if (manifest_platform(A, &pa) != 0 || manifest_platform(B, &pb) != 0) {
+        snprintf(why, n, "the default: a side has no manifest.json to pick it from");
+        return "fp32";
+    }
+    const char *reason;
+    const char *prof = pt_platform_pair_profile(&pa, &pb, &reason);
+    snprintf(why, n, "from the manifests: %s vs %s, %s", pa.text, pb.text, reason);
+    return prof;
+}
+
+static cJSON *profile_json(const char *prof, const char *why, const tolerances *t) {
     cJSON *pj = cJSON_CreateObject();
     cJSON_AddStringToObject(pj, "name", prof);
+    cJSON_AddStringToObject(pj, "why", why);
     cJSON_AddNumberToObject(pj, "step0_loss", t->step0_loss);
     cJSON_AddNumberToObject(pj, "step0_grad_norm", t->step0_grad_norm);
     cJSON_AddNumberToObject(pj, "early_steps", t->early_steps);
@@ -671,12 +711,14 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
     pt_compare_opts d = {0};
     if (!o) o = &d;
     if (out) *out = NULL;
-    const char *prof = o->profile ? o->profile : "fp32";
+    const char *prof = o->profile;
     tolerances t;
-    if (profile_tol(prof, o->tolerances_path, &t)) return 2;
+    if (prof && profile_tol(prof, o->tolerances_path, &t)) return 2;
     pt_runlog A = {0}, B = {0};
     if (pt_runlog_load(run_a, o->format_a, &A)) { pt_runlog_free(&A); return 2; }  // frees a partial load
     if (pt_runlog_load(run_b, o->format_b, &B)) { pt_runlog_free(&A); pt_runlog_free(&B); return 2; }
+    char why[320] = "named on the command line";
+    if (!prof) profile_tol(prof = pick_profile(&A, &B, why, sizeof why), NULL, &t);  // a built-in profile
     const int windowed[2] = {match_windows(&A, &B), match_windows(&B, &A)};
     cJSON *res = cJSON_CreateObject(), *reasons = cJSON_CreateArray(), *notes = cJSON_CreateArray();
     int refuse = 0;
@@ -692,7 +734,7 @@ int pt_compare_runs(const char *run_a, const char *run_b, const pt_compare_opts 
     cJSON_AddStringToObject(res, "verdict", rc == 0 ? "ACCEPTED" : rc == 1 ? "REJECTED" : "REFUSED");
     cJSON_AddItemToObject(res, "reasons", reasons);
     cJSON_AddItemToObject(res, "rounding_notes", notes);
-    cJSON_AddItemToObject(res, "profile", profile_json(prof, &t));
+    cJSON_AddItemToObject(res, "profile", profile_json(prof, why, &t));
     cJSON_AddItemToObject(res, "frozen_inputs", fi);
     pt_runlog_free(&A);
     pt_runlog_free(&B);

@@ -7,6 +7,7 @@
 #include "util/common.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,9 @@ typedef struct {
     const char *skip_reason;
     pt_comm_stats cs0;
 } step_state;
+
+// What the interrupt handler (below) reports: steps done, of, the latest checkpoint's step (-1: none), ...
+static volatile sig_atomic_t g_int_step, g_int_max, g_int_ckpt = -1, g_int_rank, g_int_tty;
 
 static void fmt_eta(double s, char *buf, size_t n) {
     if (!isfinite(s) || s < 0) s = 0;
@@ -167,6 +171,7 @@ static int save_step(pt_trainer *t, loop_state *L, long step, pt_metrics_step *r
         return -1;
     }
     r->saved = true;
+    g_int_ckpt = (sig_atomic_t)(step + 1);  // latest now points at it
     r->save_time_s = ss.seconds, r->save_bytes = (unsigned long long)ss.bytes, r->save_gb_per_s = ss.gb_per_s;
     if (a->save_steps == PT_SAVE_STEPS_AUTO) next_auto_save(t, L, step, &ss, r);
     return 0;
@@ -236,12 +241,79 @@ static int train_step(pt_trainer *t, loop_state *L, long *step, int *rc) {
     return 0;
 }
 
+// Ctrl-C or SIGTERM on a run started by hand: rank 0 says where the run stopped and how to go on, then the
+// process dies of the signal as it did without the handler (a shell sees 130 or 143). A supervised worker is
+// left alone: its supervisor tears it down and restarts it. The handler reads only these, which the loop
+// writes between steps, and calls only async-signal-safe functions.
+static const int g_int_signals[2] = {SIGINT, SIGTERM};
+static struct sigaction g_int_old[2];
+static bool g_int_caught[2];
+
+static size_t put_str(char *b, size_t n, size_t cap, const char *s) {
+    while (*s && n + 1 < cap) b[n++] = *s++;
+    return n;
+}
+
+static size_t put_long(char *b, size_t n, size_t cap, long v) {
+    char d[24];
+    int k = 0;
+    do d[k++] = (char)('0' + v % 10), v /= 10; while (v > 0 && k < 23);
+    while (k > 0 && n + 1 < cap) b[n++] = d[--k];
+    return n;
+}
+
+static void on_interrupt(int sig) {
+    if (g_int_rank == 0) {
+        char b[400];
+        const size_t cap = sizeof b;
+        size_t n = put_str(b, 0, cap, g_int_tty ? "\r\033[K" : "");
+        n = put_str(b, n, cap, "portatrain: interrupted at step ");
+        n = put_long(b, n, cap, g_int_step);
+        n = put_str(b, n, cap, " of ");
+        n = put_long(b, n, cap, g_int_max);
+        if (g_int_ckpt >= 0) {
+            n = put_str(b, n, cap, "; resume with: portatrain train ... --resume-from-checkpoint latest (the same "
+                                   "flags; it continues from step ");
+            n = put_long(b, n, cap, g_int_ckpt);
+            n = put_str(b, n, cap, ")\n");
+        } else
+            n = put_str(b, n, cap, "; no checkpoint was written yet (--save-steps), so a rerun starts from step 0\n");
+        ssize_t w = write(2, b, n);
+        (void)w;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_interrupts(const pt_trainer *t, bool tty) {
+    if (getenv("PT_SUPERVISED_WORKER")) return;
+    g_int_rank = t->rank, g_int_tty = tty, g_int_step = (sig_atomic_t)t->start_step;
+    g_int_max = (sig_atomic_t)t->a.max_steps;
+    g_int_ckpt = t->a.resume_from_checkpoint ? (sig_atomic_t)t->start_step : -1;
+    for (int k = 0; k < 2; k++) {
+        // a signal ignored on entry (a background job of a script, nohup) stays ignored
+        if (sigaction(g_int_signals[k], NULL, &g_int_old[k]) != 0 || g_int_old[k].sa_handler == SIG_IGN) continue;
+        struct sigaction sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESTART};
+        sigemptyset(&sa.sa_mask);
+        g_int_caught[k] = sigaction(g_int_signals[k], &sa, NULL) == 0;
+    }
+}
+
+static void release_interrupts(void) {
+    for (int k = 0; k < 2; k++)
+        if (g_int_caught[k]) sigaction(g_int_signals[k], &g_int_old[k], NULL), g_int_caught[k] = false;
+}
+
 int pt_train_loop(pt_trainer *t, int *rc) {
     loop_state L = {.quiet = t->a.quiet || t->rank != 0, .t_start = pt_now_s(), .loss_first = NAN,
                     .loss_last = NAN, .loss_min = INFINITY, .auto_next = t->start_step + PT_SAVE_AUTO_PROBE};
     L.tty = isatty(2) && !L.quiet;
-    for (long step = t->start_step; step < t->a.max_steps; step++)
-        if (train_step(t, &L, &step, rc) < 0) return -1;
+    catch_interrupts(t, L.tty);
+    for (long step = t->start_step; step < t->a.max_steps; step++) {
+        if (train_step(t, &L, &step, rc) < 0) { release_interrupts(); return -1; }
+        g_int_step = (sig_atomic_t)(step + 1);
+    }
+    release_interrupts();
     if (L.tty) fprintf(stderr, "\r\033[K");
     t->loss_first = L.loss_first, t->loss_last = L.loss_last, t->loss_min = L.loss_min;
     t->t_start = L.t_start;

@@ -372,7 +372,11 @@ static int setup_run(pt_trainer *t) {
     t->be = pt_backend_create(a->backend);
     if (!t->be) return -1;
     t->be->tf32 = a->tf32;  // before the first kernel
-    if (t->ops->load_model(t) != 0) return -1;
+    if (t->ops->load_model(t) != 0) {
+        // a model directory that is not there will not be there on a restart either (exit 2: not retried)
+        g_usage_error = !pt_is_dir(a->model_dir);
+        return -1;
+    }
     if (a->seq_len > t->mdl->cfg.max_position_embeddings) {
         pt_set_error("--seq-len %d exceeds the model's max_position_embeddings %d", a->seq_len,
                      t->mdl->cfg.max_position_embeddings);

@@ -69,6 +69,39 @@ char *pt_strdup(const char *s) {
     memcpy(d, s, n);
     return d;
 }
+// Levenshtein distance over a row of the table: names and typos are short (longer ones are capped).
+static int edit_distance(const char *a, int na, const char *b) {
+    enum { MAX = 63 };
+    int nb = (int)strlen(b), row[MAX + 1];
+    if (na > MAX) na = MAX;
+    if (nb > MAX) nb = MAX;
+    for (int j = 0; j <= nb; j++) row[j] = j;
+    for (int i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= nb; j++) {
+            const int up = row[j];  // substitute, delete, insert
+            int d = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < d) d = up + 1;
+            if (row[j - 1] + 1 < d) d = row[j - 1] + 1;
+            row[j] = d;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+const char *pt_nearest_name(const char *s, int len, const char *const *names, int n, int max_dist) {
+    const int ns = len < 0 ? (int)strlen(s) : len;
+    const char *best = NULL;
+    int best_d = max_dist + 1;
+    for (int k = 0; k < n; k++) {
+        const int d = edit_distance(s, ns, names[k]);
+        if (d < best_d) best = names[k], best_d = d;
+    }
+    return best;
+}
+
 void *pt_aligned_alloc(size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? n : 64) != 0) die_oom(n);

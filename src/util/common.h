@@ -41,6 +41,10 @@ void *pt_malloc(size_t n);
 void *pt_calloc(size_t count, size_t size);
 void *pt_realloc(void *p, size_t n);
 char *pt_strdup(const char *s);
+// The name in names[0..n) nearest to s (the first of equals), by edit distance over at most the first
+// len characters of s (len < 0: all of it), or NULL when even that one is more than max_dist edits away:
+// what a "did you mean" suggests.
+const char *pt_nearest_name(const char *s, int len, const char *const *names, int n, int max_dist);
 // 64-byte aligned allocation (free with pt_aligned_free).
 void *pt_aligned_alloc(size_t n);
 void pt_aligned_free(void *p);
