@@ -37,6 +37,9 @@ static void help(void) {
            "  --seq-len T (64)  --per-device-train-batch-size B (4)  --learning-rate F (3e-3)\n"
            "  --warmup-steps N (20)  --weight-decay F (0.1)  --max-grad-norm F (1.0)  --seed N (42)\n"
            "  --eval-batches N              batches of 8 windows in the eval (16)\n"
+           "  --seeds K                     K seeds per side (1): seed i trains with --seed SEED+i from init\n"
+           "                                --seed INIT_SEED+i; judged by steps to target (one-sided Welch\n"
+           "                                t-test) and per-step envelopes of the baseline seeds\n"
            "The training recipe, as train's flags (default: a --baseline-run's recorded values, else train's\n"
            "defaults with --lr-scheduler-type cosine; a value the recorded baseline contradicts is refused):\n"
            "  --gradient-accumulation-steps N  --lr-scheduler-type S  --lr-scheduler-kwargs JSON\n"
@@ -113,6 +116,7 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
         else if (!strcmp(a, "--price-table")) o->price_table = argp_value(&p);
         else if (!strcmp(a, "--launcher")) o->launcher = argp_value(&p);
         else if (!strcmp(a, "--profile")) o->profile = argp_value(&p);
+        else if (!strcmp(a, "--seeds")) o->seeds = (int)argp_int_range(&p, 1, 64);
         else if (!strcmp(a, "--eval-batches")) o->eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
         else if ((f = pt_train_flag_find(a)) && (f->recipe || is_train_flag(a))) {
             if (train_flag(f, f->kind == PT_FLAG_BOOL ? argp_flag_value(&p) : argp_value(&p), &t, o) != 0)

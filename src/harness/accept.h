@@ -51,6 +51,7 @@ typedef struct {
     // with a cosine schedule. A key that differs from the recorded baseline's is refused (exit 2).
     struct cJSON *recipe;
     const char *test_fault;      // test-only: "corrupt-checkpoint"
+    int seeds;                   // seeds per side (0, 1: one; accept_seeds.c)
     bool quiet;
 } pt_accept_opts;
 

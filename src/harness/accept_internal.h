@@ -5,6 +5,7 @@
 //   accept_files.c     checkpoint transfer, fault injection, input hashes
 //   accept_phases.c    training, eval, convergence and portability
 //   accept_recovery.c  the supervised run with a killed worker
+//   accept_seeds.c     --seeds K: the other seeds' runs, steps to target and per-step envelopes
 //   accept_cost.c      the price table and the cost section
 //   accept_report.c    report.json's sections and the verdict line
 //   accept_suite.c     pt_accept: the phases in order
@@ -62,6 +63,7 @@ typedef struct {
     cJSON *cmp;         // compare's result of baseline vs candidate
     cJSON *port;        // [portability both ways]
     cJSON *rec;         // recovery
+    cJSON *seeds;       // --seeds K >= 2: report.json's seeds section
     const char *refused;
 } acc_ctx;
 
@@ -133,6 +135,10 @@ cJSON *acc_portability(acc_ctx *c, run_t *writer, const pt_platform *reader, con
 
 // accept_recovery.c
 cJSON *acc_recovery(acc_ctx *c, run_t *cand);
+
+// accept_seeds.c
+int acc_seeds_check_opts(const pt_accept_opts *o);
+void acc_seeds(acc_ctx *c);  // K >= 2: trains seeds 1..K-1 of both sides and judges all K (reasons added)
 
 // accept_cost.c
 int acc_check_prices(const pt_accept_opts *o, const cJSON *prices);

@@ -25,7 +25,7 @@ static bool path_inside(const char *path, const char *dir) {
 // What the suite empties under OUT before a run (init only when it makes the
 // initial model itself); the stale report goes too, so that an interrupted
 // or failed rerun never leaves an old verdict next to new runs.
-const char *const acc_rewritten[] = {"baseline", "candidate", "portability", "recovery", "init"};
+const char *const acc_rewritten[] = {"baseline", "candidate", "portability", "recovery", "init", "seeds"};
 const char *const acc_old_files[] = {"report.json", "report.html", "report.md", "logs/init.log", "logs/baseline.log",
     "logs/eval_baseline.log", "logs/candidate.log", "logs/eval_candidate.log", "logs/candidate_from_baseline.log",
     "logs/baseline_from_candidate.log", "logs/recovery.log"};
@@ -122,5 +122,6 @@ int acc_check_opts(const pt_accept_opts *o) {
         pt_set_error("accept: --test-fault %s: the only test fault is corrupt-checkpoint", o->test_fault);
         return -1;
     }
+    if (acc_seeds_check_opts(o) != 0) return -1;
     return input_inside_output(o);
 }

@@ -193,6 +193,7 @@ static void accepted_reasons(acc_ctx *c) {
     acc_add_reason(c, "checkpoints restore both ways (%s <-> %s)", o->baseline.text, o->candidate.text);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(c->rec, "detail");
     if (cJSON_IsString(d)) acc_add_reason(c, "recovery: %s", d->valuestring);
+    if (c->seeds) acc_add_reason(c, "seeds: %d per side, steps to target and envelopes pass", c->o->seeds);
 }
 
 static cJSON *report_json(acc_ctx *c, const char *vs, cJSON *cost) {
@@ -219,6 +220,7 @@ static cJSON *report_json(acc_ctx *c, const char *vs, cJSON *cost) {
     cJSON_AddItemToObject(rep, "portability", c->port);
     c->port = NULL;
     if (c->rec) { cJSON_AddItemToObject(rep, "recovery", c->rec); c->rec = NULL; }
+    if (c->seeds) { cJSON_AddItemToObject(rep, "seeds", c->seeds); c->seeds = NULL; }
     cJSON_AddItemToObject(rep, "phases", cJSON_Duplicate(c->phases, 1));
     if (cost) cJSON_AddItemToObject(rep, "cost", cost);
     cJSON_AddNumberToObject(rep, "wall_s", pt_now_s() - c->t_start);

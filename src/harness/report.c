@@ -471,6 +471,54 @@ static void render_curves(out_t *o, const cJSON *r, const cJSON *cv) {
     kv_table(o, "Throughput", tk, 2, tc, names, 2);
 }
 
+// --seeds K: every seed's trailing-mean loss (what the envelope judges) over the baseline seeds' envelope, the
+// baseline seeds drawn before the candidate's (translucent) so both stay visible, then the tests' numbers.
+static void render_seeds(out_t *o, const cJSON *r) {
+    const cJSON *sd = get(r, "seeds"), *env = get(sd, "envelope"), *stt = get(sd, "steps_to_target");
+    if (!cJSON_IsObject(sd)) return;
+    const cJSON *sides[2] = {get(sd, "baseline"), get(sd, "candidate")}, *it;
+    const int ns = 1 + cJSON_GetArraySize(sides[0]) + cJSON_GetArraySize(sides[1]);
+    series_t *s = calloc((size_t)ns, sizeof *s);
+    char(*nm)[48] = calloc((size_t)ns, sizeof *nm);
+    if (!s || !nm) { free(s); free(nm); return; }
+    s[0] = (series_t){"baseline seeds' mean", "#08306b", 0, 0, 0};
+    s[0].n = curve(get(env, "bounds"), "step", "mean", &s[0].x, &s[0].y);
+    double *lx = NULL, *hx = NULL, *lo = NULL, *hi = NULL;
+    const int nlo = curve(get(env, "bounds"), "step", "lo", &lx, &lo), nhi = curve(get(env, "bounds"), "step", "hi", &hx, &hi);
+    const bool band = s[0].n > 0 && nlo == s[0].n && nhi == s[0].n;
+    int k = 1;
+    for (int side = 0; side < 2; side++) cJSON_ArrayForEach(it, sides[side]) {
+        double seed = NAN;
+        num(it, "train_seed", &seed);
+        snprintf(nm[k], sizeof nm[k], "%s --seed %.0f", side ? "candidate" : "baseline", seed);
+        s[k] = (series_t){nm[k], side ? "#ff7f0eb3" : "#6baed6", 0, 0, 0};
+        s[k].n = curve(get(it, "curve"), "step", "trailing_loss", &s[k].x, &s[k].y);
+        k++;
+    }
+    fprintf(o->h, "<h2>Seeds</h2>\n");
+    fprintf(o->m, "\n## Seeds\n");
+    svg_lines(o->h, "Trailing-mean loss of every seed, in the baseline seeds' envelope", "step", "loss", s, k,
+              band ? lo : NULL, band ? hi : NULL, NAN, 0);
+    md_curve(o->m, "Trailing-mean loss of every seed", s, k);
+    for (int i = 0; i < k; i++) { free(s[i].x); free(s[i].y); }
+    free(s); free(nm); free(lx); free(hx); free(lo); free(hi);
+    const char *fn[] = {"value"};
+    const char *sk[] = {"k", "verdict", "derivation"};
+    kv_table(o, "Seeds", sk, 3, &sd, fn, 1);
+    const char *tk[] = {"target_loss", "target_source", "window", "alpha", "verdict"};
+    kv_table(o, "Steps to target", tk, 5, &stt, fn, 1);
+    const char *wk[] = {"mean_steps_baseline", "mean_steps_candidate", "var_baseline", "var_candidate", "t", "df", "p_value"};
+    const cJSON *wt = get(stt, "welch_t_test");
+    kv_table(o, "One-sided Welch t-test (H1: the candidate needs more steps)", wk, 7, &wt, fn, 1);
+    const char *rk[] = {"run", "steps_to_target", "final_window_loss"};
+    arr_table(o, "Baseline seeds: steps to target", get(stt, "baseline"), rk, 3);
+    arr_table(o, "Candidate seeds: steps to target", get(stt, "candidate"), rk, 3);
+    const char *ek[] = {"window", "level", "t_quantile", "std_multiple", "max_outside_fraction", "justification"};
+    kv_table(o, "Per-step envelope of the baseline seeds", ek, 6, &env, fn, 1);
+    const char *ck[] = {"seed_index", "judged_steps", "outside_steps", "first_outside_step", "ok"};
+    arr_table(o, "Candidate seeds in the envelope", get(env, "candidates"), ck, 5);
+}
+
 // Wall time per phase: groups = runs in order of appearance, values = phases (stacked).
 static void render_phases(out_t *o, const cJSON *r) {
     FILE *h = o->h;
@@ -573,6 +621,7 @@ static void render(out_t *o, const cJSON *r) {
     render_identity(o, r);
     render_convergence(o, cv);
     render_curves(o, r, cv);
+    render_seeds(o, r);
     render_phases(o, r);
     render_portability(o, r);
     render_recovery(o, r);

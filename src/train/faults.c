@@ -217,3 +217,21 @@ void pt_fault_after_step(long step) {
     if (armed(PT_FAULT_HANG, step))
         for (;;) pause();  // a hung rank: alive, no progress
 }
+
+double pt_fault_lr_scale(const char *backend) {
+    static double scale = NAN;  // read once: every step of a run uses the same scale
+    if (!isnan(scale)) return scale;
+    scale = 1.0;
+    const char *v = getenv("PT_FAULT_LR_SCALE");
+    if (!v || !*v) return scale;
+    char *end;
+    const double f = strtod(v, &end);
+    if (end == v || !(f > 0) || !isfinite(f) || (*end && *end != '@')) {
+        fprintf(stderr, "portatrain: error: PT_FAULT_LR_SCALE=%s: expected F or F@BACKEND with F > 0\n", v);
+        exit(1);
+    }
+    if (*end == '@' && (!backend || strcmp(end + 1, backend) != 0)) return scale;
+    scale = f;
+    fprintf(stderr, "warning: PT_FAULT_LR_SCALE=%s: training at %g x the learning rate (test only)\n", v, f);
+    return scale;
+}

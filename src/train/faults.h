@@ -75,3 +75,7 @@ void pt_fault_after_backward(long step, qwen3_model *m, double *loss);
 void pt_fault_after_update(long step, qwen3_model *m);
 // After step `step` is fully logged.
 void pt_fault_after_step(long step);
+// PT_FAULT_LR_SCALE=F[@BACKEND] (no --inject spec): the run trains with its learning rate times F (only on
+// backend BACKEND when given), while its flags and manifest still name the unscaled rate: a platform that
+// silently converges slower. Tests use it on one side of `accept --seeds`. 1 when unset or not this backend.
+double pt_fault_lr_scale(const char *backend);

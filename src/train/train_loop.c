@@ -224,6 +224,7 @@ static int train_step(pt_trainer *t, loop_state *L, long *step, int *rc) {
         }
     }
     s.lr = a->learning_rate * pt_lr_multiplier(&t->sched, s.step, a->warmup_steps, a->max_steps);
+    if (pt_fault_lr_scale(a->backend) != 1.0) s.lr *= pt_fault_lr_scale(a->backend);
     if (!s.skip_reason) t->ops->update(t, s.step + 1, s.gnorm, s.lr);
     t->be->ops->synchronize(t->be);
     s.dt = pt_now_s() - t0;
