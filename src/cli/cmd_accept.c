@@ -9,6 +9,18 @@
 #include <stdio.h>
 #include <string.h>
 
+// The recipe flags, from train's table: a flag added there is listed here too.
+static void recipe_flags_help(void) {
+    int col = 0;
+    const pt_train_flag *f;
+    for (int i = 0; (f = pt_train_recipe_flag(i)); i++) {
+        const char *u = f->usage ? f->usage : f->name;
+        if (col + (int)strlen(u) + 2 > 100) { printf("\n"); col = 0; }
+        col += printf("  %s", u);
+    }
+    if (col) printf("\n");
+}
+
 static void help(void) {
     printf("usage: portatrain accept --baseline SPEC --candidate SPEC [options]\n\n"
            "SPEC = backend[:fp32|:bf16][:tf32][:tp=N][:dp=N][:fsdp=N], e.g. cpu-ref:fp32, cpu:fp32, cpu:bf16,\n"
@@ -41,11 +53,9 @@ static void help(void) {
            "                                --seed INIT_SEED+i; judged by steps to target (one-sided Welch\n"
            "                                t-test) and per-step envelopes of the baseline seeds\n"
            "The training recipe, as train's flags (default: a --baseline-run's recorded values, else train's\n"
-           "defaults with --lr-scheduler-type cosine; a value the recorded baseline contradicts is refused):\n"
-           "  --gradient-accumulation-steps N  --lr-scheduler-type S  --lr-scheduler-kwargs JSON\n"
-           "  --adam-beta1 F  --adam-beta2 F  --adam-epsilon F  --epoch-boundary hf|wrap\n"
-           "  --dataloader-drop-last  --shuffle  --data-mode packed|padded\n"
-           "  --quiet                       only the verdict and the report path\n\n"
+           "defaults with --lr-scheduler-type cosine; a value the recorded baseline contradicts is refused):\n");
+    recipe_flags_help();
+    printf("  --quiet                       only the verdict and the report path\n\n"
            "Exit status: 0 ACCEPTED, 1 REJECTED, 2 REFUSED (frozen inputs differ) or unusable input.\n"
            "See docs/ACCEPT.md.\n");
 }
