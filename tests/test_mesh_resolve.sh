@@ -6,14 +6,9 @@ B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
 # a model every tp up to 16 splits (heads, KV heads, intermediate, vocabulary: lcm(1..16) = 720720), so topo
 # refuses no layout for the model's sake
-python3 - "$S/configs/tiny.json" "$T/c16.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-n = 720720
-c.update(num_attention_heads=n, num_key_value_heads=n, head_dim=2, hidden_size=8, intermediate_size=n, vocab_size=n,
-         num_hidden_layers=1)
-json.dump(c, open(sys.argv[2], "w"))
-PY
+n=720720
+python3 "$S/tests/py/json_edit.py" "$S/configs/tiny.json" "$T/c16.json" num_attention_heads=$n num_key_value_heads=$n \
+    head_dim=2 hidden_size=8 intermediate_size=$n vocab_size=$n num_hidden_layers=1
 
 # The rule (docs/DISTRIBUTED.md): tp, fsdp default to 1; an unset dp takes what tp x fsdp leave (none set:
 # the whole world); an unset fsdp takes what tp x dp leave when both are set.

@@ -25,26 +25,7 @@ timeout -k 5 110 mpirun --oversubscribe -np 64 "$PORTATRAIN" "${args[@]}" --outp
   || { echo "FAIL: 64-rank TP4 x FSDP16 run"; tail -20 "$T/out"; exit 1; }
 echo "64 ranks TP4 x FSDP16, $STEPS steps: $(python3 -c "import time; print('%.1f' % (time.time() - $t0))") s wall"
 
-python3 - "$T/single/metrics.jsonl" "$T/tp4fsdp16/metrics.jsonl" "$STEPS" <<'PY' || fail=1
-import json, sys
-def load(p):
-    recs = []
-    for i, line in enumerate(open(p), 1):
-        try: recs.append(json.loads(line))
-        except ValueError as e: print("FAIL: %s line %d is not valid JSON: %s" % (p, i, e)); sys.exit(1)
-    return {r["step"]: r for r in recs}
-a, b, n = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3])
-bad = []
-if sorted(b) != list(range(1, n + 1)): bad.append("64-rank steps %s, want 1..%d" % (sorted(b), n))
-for s in sorted(b):
-    rel = abs(a[s]["loss"] - b[s]["loss"]) / abs(a[s]["loss"])
-    if rel > 1e-6: bad.append("step %d: loss %r vs %r (rel %.2e > 1e-6)" % (s, a[s]["loss"], b[s]["loss"], rel))
-    if a[s]["tokens"] != b[s]["tokens"]: bad.append("step %d: tokens %d vs %d" % (s, a[s]["tokens"], b[s]["tokens"]))
-    if a[s]["batch_fingerprint"] != b[s]["batch_fingerprint"]: bad.append("step %d: the global batch differs" % s)
-if bad: print("FAIL: " + "\nFAIL: ".join(bad)); sys.exit(1)
-print("ok: %d steps of TP4 x FSDP16 within 1e-6 of the single process (max rel %.1e)" % (n, max(
-    abs(a[s]["loss"] - b[s]["loss"]) / abs(a[s]["loss"]) for s in b)))
-PY
+python3 "$PT_SOURCE_DIR/tests/py/scale64_parity.py" "$T/single/metrics.jsonl" "$T/tp4fsdp16/metrics.jsonl" "$STEPS" || fail=1
 # Above 64 ranks the per-rank lists move to metrics_ranks.jsonl (src/train/metrics.c); when it is there
 # every line must parse too.
 if [ -f "$T/tp4fsdp16/metrics_ranks.jsonl" ]; then

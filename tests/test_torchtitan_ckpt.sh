@@ -17,16 +17,7 @@ F=$S/tests/fixtures/torchtitan_ckpt
 
 # "validate step:  6  loss:  6.0643" -> 6.0643; "step:  4  loss:  6.27862  grad_norm:  0.9380" -> field
 titan() {  # titan validate|loss|grad_norm STEP
-    python3 - "$F/run.log" "$1" "$2" <<'PY'
-import re, sys
-log, what, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
-pat = (r"validate step:\s*(\d+)\s+loss:\s*([0-9.]+)" if what == "validate"
-       else r"INFO - step:\s*(\d+)\s+loss:\s*([0-9.]+)\s+grad_norm:\s*([0-9.]+)")
-vals = [m for m in (re.search(pat, l) for l in open(log)) if m and int(m.group(1)) == step]
-if not vals:
-    sys.exit(f"{log}: no {what} line for step {step}")
-print(vals[-1].group(3 if what == "grad_norm" else 2))
-PY
+    python3 "$S/tests/py/titan_log.py" "$F/run.log" "$1" "$2"
 }
 # within A B TOL LABEL: |A - B| <= TOL
 within() {
