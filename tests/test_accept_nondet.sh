@@ -28,7 +28,7 @@ jcheck "$R" "not r['recovery']['determinism']['deterministic'] and r['recovery']
 jcheck "$R" "0 < r['recovery']['determinism']['loss_rel_max'] < 1e-6 and 0 < r['recovery']['determinism']['final_weights_rel_l2'] < 1e-6" "two same-seed runs differ in the last bits only"
 jcheck "$R" "0 < r['convergence']['per_step']['max_rel_diff'] < 1e-6" "the nondet kernel is within fp32 noise of the deterministic one"
 jcheck "$R" "r['recovery']['loss_rel_max'] <= r['recovery']['determinism']['tolerance_loss_rel'] and r['recovery']['final_weights_rel_l2'] <= r['recovery']['determinism']['tolerance_final_weights_rel_l2'] and not r['recovery']['final_weights_identical']" "recovered run within the envelope, not bitwise"
-jcheck "$R" "'not deterministic (two same-seed runs differ by up to' in r['recovery']['determinism']['why'] and 'recovery judged within 4x that envelope' in r['recovery']['determinism']['why']" "report says which rule and why"
+jcheck "$R" "'not deterministic (two same-seed runs differ by up to' in r['recovery']['determinism']['why'] and 'recovery judged within 10x that envelope' in r['recovery']['determinism']['why']" "report says which rule and why"
 grep -q "envelope" "$T/n/report.md" && grep -q "Determinism" "$T/n/report.html" && echo "ok: report.md/html show the rule" \
   || { echo "FAIL: report.md/html do not show the rule"; fail=1; }
 
@@ -41,6 +41,7 @@ jcheck "$T/b/report.json" "r['recovery']['rule']=='bitwise' and r['recovery']['d
 check 1 "recovery: the recovered run differs from the uninterrupted run beyond the platform's run-to-run envelope" -- \
   "$B" accept $A $BR --test-fault recovery-skip-batch --output-dir "$T/s"
 jcheck "$T/s/report.json" "r['recovery']['rule']=='envelope' and r['recovery']['final_weights_rel_l2'] > 100 * r['recovery']['determinism']['tolerance_final_weights_rel_l2']" "skipped batch: beyond the envelope by orders of magnitude"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['recovery']; print('  skipped batch: loss %.2g, final weights %.2g vs tolerances %.2g, %.2g' % (r['loss_rel_max'], r['final_weights_rel_l2'], r['determinism']['tolerance_loss_rel'], r['determinism']['tolerance_final_weights_rel_l2']))" "$T/s/report.json"
 
 # 5. a bad --determinism is refused before anything runs
 check 2 "accept: --determinism sometimes: must be auto, bitwise or envelope" -- \

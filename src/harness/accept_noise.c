@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The recovered run is one more draw of the same noise as the rerun: 4x the measured spread leaves room for
-// one draw being larger than another (measured over same-seed pairs of the nondet test kernel: docs/ACCEPT.md,
-// "Determinism"), while a real recovery fault (a lost batch, a wrong step restored, lost optimizer state)
-// moves the loss by 1e-4 or more, orders of magnitude beyond it.
-static const double margin = 4.0;
+// The recovered run against the uninterrupted one is one more draw of the same noise as the rerun against it,
+// and one draw can be several times another: over 15 same-seed pairs of the nondet test kernel the largest
+// per-pair spread was 3.8x the smallest in the loss, 5.1x in the grad norm (a fresh rounding every step, so
+// its maximum over steps varies most) and 1.2x in the final weights (docs/ACCEPT.md, "Determinism"). 10x
+// covers that with room to spare, while a real recovery fault (a lost batch, a wrong step restored, lost
+// optimizer state) moves the run by orders of magnitude more.
+static const double margin = 10.0;
 // One fp32 rounding (2^-23 relative): a difference below it is no evidence of anything in fp32 training,
 // and a platform that measured no spread at all still gets this much.
 static const double floor_rel = FLT_EPSILON;
