@@ -120,7 +120,8 @@ int acc_check_opts(const pt_accept_opts *o) {
         }
     }
     if (o->test_fault && strcmp(o->test_fault, "corrupt-checkpoint") && strcmp(o->test_fault, "recovery-skip-batch")) {
-        pt_set_error("accept: --test-fault %s: the test faults are corrupt-checkpoint and recovery-skip-batch", o->test_fault);
+        pt_set_error("accept: --test-fault %s: the test faults are corrupt-checkpoint and recovery-skip-batch",
+                     o->test_fault);
         return -1;
     }
     if (acc_check_determinism(o) != 0) return -1;
