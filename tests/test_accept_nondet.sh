@@ -2,7 +2,8 @@
 # accept on a correct but non-deterministic candidate (PT_FAULT_KERNEL=nondet_embedding_bwd: the embedding
 # backward adds rows in a run-to-run varying order): its run-to-run noise is measured, it is ACCEPTED under
 # the envelope rule (auto) and REJECTED when declared bitwise; a deterministic candidate keeps the bitwise
-# rule under auto; a recovered run that differs (an extra skipped batch) is REJECTED under either rule.
+# rule under auto (forced to the envelope, it gets the fp32 floor); a recovered run that differs (an extra
+# skipped batch) is REJECTED under either rule.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$S"
@@ -18,6 +19,10 @@ check 1 "recovery: the recovered run differs from the uninterrupted run" -- \
 jcheck "$T/d/report.json" "r['recovery']['determinism']['deterministic'] and r['recovery']['rule']=='bitwise' and r['recovery']['determinism']['final_weights_rel_l2']==0 and 'recovery judged bitwise' in r['recovery']['determinism']['why'] and not r['recovery']['final_weights_identical']" "deterministic candidate: bitwise rule under auto"
 jcheck "$T/d/report.json" "any(p['run']=='rerun' and p['phase']=='training' and p['seconds']>0 for p in r['phases']) and any(x['item']=='rerun training' for x in r['cost']['rows'])" "the same-seed rerun is timed and billed"
 BR="--baseline-run $T/d/baseline --profile fp32"
+# ... and forced to the envelope it measures no spread, so the fp32 floor is its tolerance
+check 0 "verdict: ACCEPTED.*envelope rule: cpu:fp32 is deterministic, but --determinism envelope" -- \
+  "$B" accept $A $BR --determinism envelope --output-dir "$T/e"
+jcheck "$T/e/report.json" "r['recovery']['rule']=='envelope' and r['recovery']['determinism']['deterministic'] and r['recovery']['determinism']['tolerance_loss_rel']==2**-23 and r['recovery']['final_weights_identical']" "deterministic, --determinism envelope: the floor, recovery still bitwise"
 export PT_FAULT_KERNEL=nondet_embedding_bwd
 
 # 2. non-deterministic candidate, auto: the envelope rule, ACCEPTED; the kernel really is non-deterministic

@@ -84,8 +84,9 @@ static bool within_envelope(const acc_rule *rule, const run_t *cand, const char 
     char part[768];
     const bool ok = acc_within_envelope(rule, cand->dir, dir, r, part, sizeof part);
     if (ok) snprintf(detail, dn, "killed at step %ld, restored step %ld, recovered in %.2f s; loss curve and final "
-                     "weights %s (envelope rule: %s is not bitwise deterministic)", S, (long)jnum(r0, "restored_step"),
-                     ttr, part, cand->pl->text);
+                     "weights %s (envelope rule: %s %s)", S, (long)jnum(r0, "restored_step"), ttr, part,
+                     cand->pl->text, rule->noise.identical ? "is deterministic, but --determinism envelope" :
+                                                             "is not bitwise deterministic");
     else snprintf(detail, dn, "%s", part);
     return ok;
 }
