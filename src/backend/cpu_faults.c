@@ -4,6 +4,11 @@
 //   rmsnorm_eps  rmsnorm_forward with eps x 10 (docs/COMPARE.md)
 //   bf16_cast    round_bf16 keeps 3 mantissa bits, truncated: an
 //                fp8-e4m3-sized mantissa instead of bf16's 7 (docs/PRECISION.md)
+// and one that is correct but not deterministic, which the judges must accept
+// within its own run-to-run noise (tests/test_accept_nondet.sh, docs/ACCEPT.md):
+//   nondet_embedding_bwd  embedding_backward adds the rows that share a token
+//                id in an order that changes from run to run, as an
+//                atomicAdd scatter on a GPU does
 // They live apart from cpu.c so that the production kernels carry no test
 // switch: a fault is a copy of the backend's const ops table with one entry
 // replaced, and the backend itself never knows.
@@ -13,12 +18,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum { FAULT_RMSNORM_EPS, FAULT_BF16_CAST, FAULT_NONDET_EMB_BWD } fault_kind;
 
 // A faulty table and the table it copies (ops first: be->ops points at it).
 typedef struct {
     pt_backend_ops ops;
     const pt_backend_ops *base;
-    bool wrong_eps;  // rmsnorm_eps, else bf16_cast
+    fault_kind kind;
 } fault_table;
 
 static const pt_backend_ops *base_ops(const pt_backend *be) { return ((const fault_table *)be->ops)->base; }
@@ -40,13 +49,59 @@ static void round_bf16_broken(pt_backend *be, real_t *dst, const real_t *src, si
     }
 }
 
+// xorshift64: the permutation's generator, seeded once per process from the clock and the pid, so two runs
+// with the same --seed add in different orders.
+static uint64_t nondet_next(void) {
+    static uint64_t x;
+    if (!x) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = ((uint64_t)ts.tv_sec * 1000000007u) ^ ((uint64_t)ts.tv_nsec << 17) ^ ((uint64_t)getpid() << 41) ^ 1u;
+    }
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+}
+
+// The rows in a fresh random order (Fisher-Yates), then the cpu kernel's column-slice walk over them: every
+// sum is the same set of fp32 additions, in another order, so only its rounding (the last bits) varies.
+static void embedding_backward_nondet(pt_backend *be, real_t *dwte, const real_t *dout, const int32_t *ids, int N,
+                                      int C) {
+    (void)be;
+    int *perm = malloc(sizeof *perm * (size_t)(N > 0 ? N : 1));
+    if (!perm) {
+        fprintf(stderr, "portatrain: error: PT_FAULT_KERNEL=nondet_embedding_bwd: out of memory\n");
+        exit(1);
+    }
+    for (int n = 0; n < N; n++) perm[n] = n;
+    for (int n = N - 1; n > 0; n--) {
+        const int k = (int)(nondet_next() % (uint64_t)(n + 1)), t = perm[n];
+        perm[n] = perm[k];
+        perm[k] = t;
+    }
+    const int cs = 16, ns = (C + cs - 1) / cs;
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < ns; s++) {
+        const int c0 = s * cs, c1 = PT_MIN(C, c0 + cs);
+        for (int k = 0; k < N; k++) {
+            const int n = perm[k];
+            if (ids[n] < 0) continue;
+            real_t *d = dwte + (size_t)ids[n] * C;
+            const real_t *g = dout + (size_t)n * C;
+            for (int c = c0; c < c1; c++) d[c] += g[c];
+        }
+    }
+    free(perm);
+}
+
 // The faulty copy of `base`, made on first use and kept for the process (the
 // cpu backend has two tables; every backend created with one shares its copy).
-static const pt_backend_ops *faulty(const pt_backend_ops *base, bool wrong_eps) {
+static const pt_backend_ops *faulty(const pt_backend_ops *base, fault_kind kind) {
     static fault_table tables[4];
     static int n;
     for (int i = 0; i < n; i++)
-        if (tables[i].base == base && tables[i].wrong_eps == wrong_eps) return &tables[i].ops;
+        if (tables[i].base == base && tables[i].kind == kind) return &tables[i].ops;
     if (n == (int)PT_ARRAY_LEN(tables)) {
         fprintf(stderr, "portatrain: error: PT_FAULT_KERNEL: more than %d ops tables\n", n);
         exit(1);
@@ -54,20 +109,25 @@ static const pt_backend_ops *faulty(const pt_backend_ops *base, bool wrong_eps) 
     fault_table *t = &tables[n++];
     t->ops = *base;
     t->base = base;
-    t->wrong_eps = wrong_eps;
-    if (wrong_eps) t->ops.rmsnorm_forward = rmsnorm_forward_wrong_eps;
-    else t->ops.round_bf16 = round_bf16_broken;
+    t->kind = kind;
+    if (kind == FAULT_RMSNORM_EPS) t->ops.rmsnorm_forward = rmsnorm_forward_wrong_eps;
+    else if (kind == FAULT_BF16_CAST) t->ops.round_bf16 = round_bf16_broken;
+    else t->ops.embedding_backward = embedding_backward_nondet;
     return &t->ops;
 }
 
 void pt_cpu_fault_kernels(pt_backend *be) {
     const char *fault = getenv("PT_FAULT_KERNEL");
     if (fault && strcmp(fault, "rmsnorm_eps") == 0) {
-        be->ops = faulty(be->ops, true);
+        be->ops = faulty(be->ops, FAULT_RMSNORM_EPS);
         fprintf(stderr, "warning: PT_FAULT_KERNEL=rmsnorm_eps: cpu backend uses a WRONG rmsnorm eps (test only)\n");
     } else if (fault && strcmp(fault, "bf16_cast") == 0) {
-        be->ops = faulty(be->ops, false);
+        be->ops = faulty(be->ops, FAULT_BF16_CAST);
         fprintf(stderr, "warning: PT_FAULT_KERNEL=bf16_cast: cpu backend casts to bf16 WRONGLY (test only)\n");
+    } else if (fault && strcmp(fault, "nondet_embedding_bwd") == 0) {
+        be->ops = faulty(be->ops, FAULT_NONDET_EMB_BWD);
+        fprintf(stderr, "warning: PT_FAULT_KERNEL=nondet_embedding_bwd: cpu backend's embedding backward adds in a "
+                        "run-to-run varying order (not deterministic; test only)\n");
     } else if (fault && *fault) {
         fprintf(stderr, "warning: PT_FAULT_KERNEL=%s is unknown to the cpu backend; ignored\n", fault);
     }

@@ -46,6 +46,8 @@ static void help(void) {
            "                                e.g. 'mpirun --oversubscribe', 'mpirun --hostfile hosts')\n"
            "  --profile exact|fp32|bf16     tolerance profile (default: exact for the same platform,\n"
            "                                else bf16 when a side runs bf16 or TF32, else fp32)\n"
+           "  --determinism auto|bitwise|envelope  recovery rule: bitwise, or within the candidate's measured\n"
+           "                                run-to-run noise (auto: bitwise only when two same-seed runs are)\n"
            "  --seq-len T (64)  --per-device-train-batch-size B (4)  --learning-rate F (3e-3)\n"
            "  --warmup-steps N (20)  --weight-decay F (0.1)  --max-grad-norm F (1.0)  --seed N (42)\n"
            "  --eval-batches N              batches of 8 windows in the eval (16)\n"
@@ -127,6 +129,7 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
         else if (!strcmp(a, "--launcher")) o->launcher = argp_value(&p);
         else if (!strcmp(a, "--profile")) o->profile = argp_value(&p);
         else if (!strcmp(a, "--seeds")) o->seeds = (int)argp_int_range(&p, 1, 64);
+        else if (!strcmp(a, "--determinism")) o->determinism = argp_value(&p);
         else if (!strcmp(a, "--eval-batches")) o->eval_batches = (int)argp_int_range(&p, 1, INT_MAX);
         else if ((f = pt_train_flag_find(a)) && (f->recipe || is_train_flag(a))) {
             if (train_flag(f, f->kind == PT_FLAG_BOOL ? argp_flag_value(&p) : argp_value(&p), &t, o) != 0)

@@ -50,8 +50,9 @@ typedef struct {
     // suite trains with it. NULL or absent keys: a --baseline-run's recorded values, else train's defaults
     // with a cosine schedule. A key that differs from the recorded baseline's is refused (exit 2).
     struct cJSON *recipe;
-    const char *test_fault;      // test-only: "corrupt-checkpoint"
     int seeds;                   // seeds per side (0, 1: one; accept_seeds.c)
+    const char *test_fault;      // test-only: "corrupt-checkpoint", "recovery-skip-batch"
+    const char *determinism;     // recovery rule: "auto" (NULL), "bitwise" or "envelope" (accept_noise.h)
     bool quiet;
 } pt_accept_opts;
 

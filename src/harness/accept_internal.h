@@ -6,6 +6,7 @@
 //   accept_phases.c    training, eval, convergence and portability
 //   accept_recovery.c  the supervised run with a killed worker
 //   accept_seeds.c     --seeds K: the other seeds' runs, steps to target and per-step envelopes
+//   accept_noise.c     the candidate's run-to-run noise and the recovery's rule (accept_noise.h)
 //   accept_cost.c      the price table and the cost section
 //   accept_report.c    report.json's sections and the verdict line
 //   accept_suite.c     pt_accept: the phases in order

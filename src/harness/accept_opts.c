@@ -1,6 +1,7 @@
 // The checks of accept's options that need no run: each a one-line error naming the flag.
 #define _GNU_SOURCE
 #include "harness/accept_internal.h"
+#include "harness/accept_noise.h"
 #include "util/fileio.h"
 
 #include <stdio.h>
@@ -25,10 +26,10 @@ static bool path_inside(const char *path, const char *dir) {
 // What the suite empties under OUT before a run (init only when it makes the
 // initial model itself); the stale report goes too, so that an interrupted
 // or failed rerun never leaves an old verdict next to new runs.
-const char *const acc_rewritten[] = {"baseline", "candidate", "portability", "recovery", "init", "seeds"};
+const char *const acc_rewritten[] = {"baseline", "candidate", "portability", "recovery", "rerun", "init", "seeds"};
 const char *const acc_old_files[] = {"report.json", "report.html", "report.md", "logs/init.log", "logs/baseline.log",
     "logs/eval_baseline.log", "logs/candidate.log", "logs/eval_candidate.log", "logs/candidate_from_baseline.log",
-    "logs/baseline_from_candidate.log", "logs/recovery.log"};
+    "logs/baseline_from_candidate.log", "logs/recovery.log", "logs/rerun.log"};
 const size_t acc_n_rewritten = PT_ARRAY_LEN(acc_rewritten);
 const size_t acc_n_old_files = PT_ARRAY_LEN(acc_old_files);
 
@@ -118,10 +119,12 @@ int acc_check_opts(const pt_accept_opts *o) {
             return -1;
         }
     }
-    if (o->test_fault && strcmp(o->test_fault, "corrupt-checkpoint")) {
-        pt_set_error("accept: --test-fault %s: the only test fault is corrupt-checkpoint", o->test_fault);
+    if (o->test_fault && strcmp(o->test_fault, "corrupt-checkpoint") && strcmp(o->test_fault, "recovery-skip-batch")) {
+        pt_set_error("accept: --test-fault %s: the test faults are corrupt-checkpoint and recovery-skip-batch",
+                     o->test_fault);
         return -1;
     }
     if (acc_seeds_check_opts(o) != 0) return -1;
+    if (acc_check_determinism(o) != 0) return -1;
     return input_inside_output(o);
 }

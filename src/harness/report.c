@@ -588,6 +588,9 @@ static void render_recovery(out_t *o, const cJSON *r) {
     const char *rk[] = {"platform", "fault", "fault_step", "detect_s", "teardown_s", "restart_s", "restore_s", "replay_s", "total_s", "restored_step", "steps_recomputed", "goodput", "final_compare", "ok"};
     const cJSON *rcc[] = {rc};
     kv_table(o, "Recovery metrics", rk, 14, rcc, fn, 1);
+    const char *dk[] = {"mode", "deterministic", "rule", "why", "loss_rel_max", "grad_norm_rel_max", "final_weights_rel_l2", "tolerance_loss_rel", "tolerance_grad_norm_rel", "tolerance_final_weights_rel_l2"};
+    const cJSON *dc[] = {get(rc, "determinism")};
+    kv_table(o, "Determinism (the recovery's rule)", dk, 10, dc, fn, 1);
 }
 
 static void render_cost(out_t *o, const cJSON *r) {
