@@ -35,24 +35,8 @@ static void usage(FILE *f) {
 }
 
 static char *read_stream(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *b = pt_malloc(cap + 1);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            b = pt_realloc(b, cap + 1);
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        pt_set_error("cannot read standard input: %s", strerror(errno));
-        free(b);
-        return NULL;
-    }
-    b[n] = 0;
-    *len = n;
+    char *b = pt_read_all(f, len);
+    if (!b) pt_set_error("cannot read standard input: %s", strerror(errno));
     return b;
 }
 
@@ -147,6 +131,17 @@ static int parse_ids(const char *s, size_t len, pt_token_buf *out) {
     return 0;
 }
 
+// Frees an encode/decode run's buffers; a failed write of standard output fails a run that had not failed.
+static int finish(pt_token_buf *b, char *in, int rc) {
+    free(b->ids);
+    free(in);
+    if (fflush(stdout) && !rc) {
+        pt_set_error("cannot write standard output: %s", strerror(errno));
+        rc = cli_fail();
+    }
+    return rc;
+}
+
 static int do_encode(pt_tokenizer *tok, bool json, bool batch) {
     size_t len;
     char *in = read_stream(stdin, &len);
@@ -174,13 +169,7 @@ static int do_encode(pt_tokenizer *tok, bool json, bool batch) {
         }
         free(r);
     }
-    free(b.ids);
-    free(in);
-    if (fflush(stdout) && !rc) {
-        pt_set_error("cannot write standard output: %s", strerror(errno));
-        rc = cli_fail();
-    }
-    return rc;
+    return finish(&b, in, rc);
 }
 
 static void write_record(const char *p, size_t n) {
@@ -220,13 +209,7 @@ static int do_decode(pt_tokenizer *tok, bool raw, bool batch) {
         if (!batch) break;
         i = end + 1;
     }
-    free(b.ids);
-    free(in);
-    if (fflush(stdout) && !rc) {
-        pt_set_error("cannot write standard output: %s", strerror(errno));
-        rc = cli_fail();
-    }
-    return rc;
+    return finish(&b, in, rc);
 }
 
 static void json_str(FILE *f, const char *s, size_t n) {
