@@ -10,6 +10,24 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
+typedef int (*add_step_fn)(pt_tokenizer *t, const cJSON *step, const char *path);
+
+// A "Sequence" node: each element of its array `key`, in order, added as PATH.key[i].
+static int add_sequence(pt_tokenizer *t, const cJSON *n, const char *key, const char *path, add_step_fn add) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, key);
+    if (!cJSON_IsArray(list)) {
+        pt_set_error("%s: %s.%s must be an array", t->name, path, key);
+        return -1;
+    }
+    int i = 0;
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, i);
+        if (add(t, e, sub)) return -1;
+    }
+    return 0;
+}
+
 static int add_norm(pt_tokenizer *t, const cJSON *n, const char *path) {
     const char *nm = t->name;
     if (!n || cJSON_IsNull(n)) return 0;
@@ -22,20 +40,7 @@ static int add_norm(pt_tokenizer *t, const cJSON *n, const char *path) {
         pt_set_error("%s: %s has no \"type\"", nm, path);
         return -1;
     }
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        if (!cJSON_IsArray(list)) {
-            pt_set_error("%s: %s.normalizers must be an array", nm, path);
-            return -1;
-        }
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, i);
-            if (add_norm(t, e, sub)) return -1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return add_sequence(t, n, "normalizers", path, add_norm);
     int opts;
     if (!strcmp(type, "NFC")) opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
     else if (!strcmp(type, "NFD")) opts = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE;
@@ -72,20 +77,7 @@ static int add_pretok(pt_tokenizer *t, const cJSON *p, const char *path) {
                      type);
         return -1;
     }
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
-        if (!cJSON_IsArray(list)) {
-            pt_set_error("%s: %s.pretokenizers must be an array", nm, path);
-            return -1;
-        }
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", path, i);
-            if (add_pretok(t, e, sub)) return -1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return add_sequence(t, p, "pretokenizers", path, add_pretok);
     if (t->n_stages == MAX_STAGES) {
         pt_set_error("%s: %s: too many pre-tokenizers (at most %d)", nm, path, MAX_STAGES);
         return -1;
