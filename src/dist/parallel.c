@@ -195,6 +195,16 @@ static void hook_tp_allreduce(void *ctx, real_t *x, size_t n) {
     dev_allreduce(P, P->tp_c, x, n);
 }
 
+// The TP cross-entropy's buffers, sized for P->xent_n rows.
+static void free_xent(pt_parallel *P) {
+    if (P->xent_lg) P->be->ops->free(P->be, P->xent_lg);
+    free(P->xent_host);
+    free(P->xent_tg);
+    free(P->xent_stats);
+    free(P->xent_all);
+    free(P->xent_lse);
+}
+
 // Vocabulary-parallel lm_head + cross-entropy. Each rank has the logits of
 // its vocabulary rows only; per row it shares (max, sum exp(l - max), target
 // logit) with the TP group, and every rank combines them in rank order into
@@ -206,12 +216,7 @@ static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, 
     pt_backend *be = P->be;
     const int T = P->mesh.tp;
     if (N > P->xent_n) {
-        if (P->xent_lg) be->ops->free(be, P->xent_lg);
-        free(P->xent_host);
-        free(P->xent_tg);
-        free(P->xent_stats);
-        free(P->xent_all);
-        free(P->xent_lse);
+        free_xent(P);
         P->xent_lg = be->ops->alloc(be, sizeof(real_t) * (size_t)XENT_ROWS * V);
         P->xent_host = be->host_memory ? NULL : pt_malloc(sizeof(float) * (size_t)XENT_ROWS * V);
         P->xent_tg = pt_malloc(sizeof(int32_t) * N);
@@ -377,12 +382,7 @@ void pt_parallel_free(pt_parallel *P) {
     }
     if (P->mo) be->ops->free(be, P->mo);
     if (P->vo) be->ops->free(be, P->vo);
-    if (P->xent_lg) be->ops->free(be, P->xent_lg);
-    free(P->xent_host);
-    free(P->xent_tg);
-    free(P->xent_stats);
-    free(P->xent_all);
-    free(P->xent_lse);
+    free_xent(P);
     free(P->host_a);
     free(P->host_b);
     free(P->load_stage);
