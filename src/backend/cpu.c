@@ -410,12 +410,17 @@ static void rms_fwd_rows_bf16(float *out, float *rstd, const float *inp, const f
 static inline float rb(float f);
 static void swiglu_fwd_blk_bf16(float *restrict out, const float *restrict gate, const float *restrict up, size_t n);
 
+// 1/sqrt(mean(x^2) + eps) of one row, the same for the fp32 and bf16 variants.
+static inline float rms_rstd(const float *x, int C, float eps) {
+    const float ss = dot16(x, x, C);
+    return (float)(1.0 / sqrt((double)(ss / C + eps)));
+}
+
 PT_CLONES static void rms_fwd_rows(float *out, float *rstd, const float *inp, const float *w, int n0, int n1, int C,
                                    float eps) {
     for (int n = n0; n < n1; n++) {
         const float *x = inp + (size_t)n * C;
-        const float ss = dot16(x, x, C);
-        const float r = (float)(1.0 / sqrt((double)(ss / C + eps)));
+        const float r = rms_rstd(x, C, eps);
         rstd[n] = r;
         float *y = out + (size_t)n * C;
         for (int c = 0; c < C; c++) y[c] = w[c] * (x[c] * r);
@@ -1122,8 +1127,7 @@ PT_CLONES static void rms_fwd_rows_bf16(float *out, float *rstd, const float *in
                                         int C, float eps) {
     for (int n = n0; n < n1; n++) {
         const float *x = inp + (size_t)n * C;
-        const float ss = dot16(x, x, C);
-        const float r = (float)(1.0 / sqrt((double)(ss / C + eps)));
+        const float r = rms_rstd(x, C, eps);
         rstd[n] = r;
         float *y = out + (size_t)n * C;
         for (int c = 0; c < C; c++) y[c] = rb(w[c] * rb(x[c] * r));

@@ -137,9 +137,30 @@ static void ref_rmsnorm_backward(pt_backend *be, real_t *dinp, real_t *dw, const
     }
 }
 
-static void ref_rope_forward(pt_backend *be, real_t *out, const real_t *inp, const real_t *cos, const real_t *sin,
-                             int B, int T, int NH, int D) {
+// One head's row of D: the rotation x*cos + rotate_half(x)*sin, rounded as bf16 when the backend casts.
+static void rope_row_forward(const pt_backend *be, real_t *tmp, const real_t *x, const real_t *cs, const real_t *sn,
+                             int D) {
     const int h = D / 2;
+    for (int i = 0; i < D; i++) {
+        real_t rot = i < h ? -x[i + h] : x[i - h];
+        tmp[i] = be->bf16_casts ? RB(RB(x[i] * cs[i]) + RB(rot * sn[i])) : x[i] * cs[i] + rot * sn[i];
+    }
+}
+
+// The transpose of rope_row_forward's rotation applied to one head's gradient row.
+static void rope_row_backward(real_t *tmp, const real_t *g, const real_t *cs, const real_t *sn, int D) {
+    const int h = D / 2;
+    for (int j = 0; j < D; j++) {
+        real_t v = g[j] * cs[j];
+        if (j < h) v += g[j + h] * sn[j + h];
+        else v -= g[j - h] * sn[j - h];
+        tmp[j] = v;
+    }
+}
+
+// Every (b, t, head) row of [B,T,NH,D]: forward rotates inp into out, backward rotates dout back into dinp.
+static void rope_rows(pt_backend *be, bool backward, real_t *out, const real_t *in, const real_t *cos,
+                      const real_t *sin, int B, int T, int NH, int D) {
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -147,35 +168,21 @@ static void ref_rope_forward(pt_backend *be, real_t *out, const real_t *inp, con
             for (int hd = 0; hd < NH; hd++) {
                 size_t base = (((size_t)b * T + t) * NH + hd) * D;
                 real_t tmp[D];
-                for (int i = 0; i < D; i++) {
-                    real_t rot = i < h ? -inp[base + i + h] : inp[base + i - h];
-                    tmp[i] = be->bf16_casts ? RB(RB(inp[base + i] * cs[i]) + RB(rot * sn[i]))
-                                            : inp[base + i] * cs[i] + rot * sn[i];
-                }
+                if (backward) rope_row_backward(tmp, in + base, cs, sn, D);
+                else rope_row_forward(be, tmp, in + base, cs, sn, D);
                 memcpy(out + base, tmp, sizeof tmp);
             }
         }
 }
 
+static void ref_rope_forward(pt_backend *be, real_t *out, const real_t *inp, const real_t *cos, const real_t *sin,
+                             int B, int T, int NH, int D) {
+    rope_rows(be, false, out, inp, cos, sin, B, T, NH, D);
+}
+
 static void ref_rope_backward(pt_backend *be, real_t *dinp, const real_t *dout, const real_t *cos,
                               const real_t *sin, int B, int T, int NH, int D) {
-    const int h = D / 2;
-#pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const real_t *cs = cos + (size_t)t * D, *sn = sin + (size_t)t * D;
-            for (int hd = 0; hd < NH; hd++) {
-                size_t base = (((size_t)b * T + t) * NH + hd) * D;
-                real_t tmp[D];
-                for (int j = 0; j < D; j++) {
-                    real_t g = dout[base + j] * cs[j];
-                    if (j < h) g += dout[base + j + h] * sn[j + h];
-                    else g -= dout[base + j - h] * sn[j - h];
-                    tmp[j] = g;
-                }
-                memcpy(dinp + base, tmp, sizeof tmp);
-            }
-        }
+    rope_rows(be, true, dinp, dout, cos, sin, B, T, NH, D);
 }
 
 // saved = softmax probabilities [B,H,T,T] (zeros above the diagonal)

@@ -171,20 +171,23 @@ static void ocl_free_fn(pt_backend *be, void *p) {
     abort();
 }
 
-static void ocl_upload(pt_backend *be, void *dst, const void *src, size_t bytes) {
+// A blocking transfer between host memory and the buffer that holds dev: into it (write) or out of it.
+static void transfer(pt_backend *be, const void *dev, void *host, size_t bytes, bool write) {
     if (!bytes) return;
     ocl *o = O(be);
     size_t off;
-    cl_mem m = resolve(o, dst, &off);
-    ck(clEnqueueWriteBuffer(o->queue, m, CL_TRUE, off, bytes, src, 0, NULL, NULL), "clEnqueueWriteBuffer");
+    cl_mem m = resolve(o, dev, &off);
+    if (write) ck(clEnqueueWriteBuffer(o->queue, m, CL_TRUE, off, bytes, host, 0, NULL, NULL), "clEnqueueWriteBuffer");
+    else ck(clEnqueueReadBuffer(o->queue, m, CL_TRUE, off, bytes, host, 0, NULL, NULL), "clEnqueueReadBuffer");
+}
+
+// clEnqueueWriteBuffer only reads host: the cast drops const for the one helper that serves both ways.
+static void ocl_upload(pt_backend *be, void *dst, const void *src, size_t bytes) {
+    transfer(be, dst, (void *)src, bytes, true);
 }
 
 static void ocl_download(pt_backend *be, void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
-    ocl *o = O(be);
-    size_t off;
-    cl_mem m = resolve(o, src, &off);
-    ck(clEnqueueReadBuffer(o->queue, m, CL_TRUE, off, bytes, dst, 0, NULL, NULL), "clEnqueueReadBuffer");
+    transfer(be, src, dst, bytes, false);
 }
 
 static void ocl_copy(pt_backend *be, void *dst, const void *src, size_t bytes) {

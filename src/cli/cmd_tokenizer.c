@@ -35,24 +35,8 @@ static void usage(FILE *f) {
 }
 
 static char *read_stream(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *b = pt_malloc(cap + 1);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            b = pt_realloc(b, cap + 1);
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        pt_set_error("cannot read standard input: %s", strerror(errno));
-        free(b);
-        return NULL;
-    }
-    b[n] = 0;
-    *len = n;
+    char *b = pt_read_all(f, len);
+    if (!b) pt_set_error("cannot read standard input: %s", strerror(errno));
     return b;
 }
 
@@ -147,38 +131,45 @@ static int parse_ids(const char *s, size_t len, pt_token_buf *out) {
     return 0;
 }
 
-static int do_encode(pt_tokenizer *tok, bool json, bool batch) {
+// An encode or decode pass over the whole of standard input into b (opt: --json or --raw).
+typedef int (*stdin_pass)(pt_tokenizer *tok, const char *in, size_t len, bool opt, bool batch, pt_token_buf *b);
+
+// Reads standard input, runs the pass, frees its buffers; a failed write of standard output fails a pass
+// that had not failed.
+static int on_stdin(pt_tokenizer *tok, bool opt, bool batch, stdin_pass pass) {
     size_t len;
     char *in = read_stream(stdin, &len);
     if (!in) return cli_fail();
-    int rc = 0;
     pt_token_buf b = {0};
-    if (!batch) {
-        if (tokenizer_encode_append(tok, in, len, &b)) rc = cli_fail();
-        else print_ids(stdout, b.ids, b.len, json);
-    } else {
-        record *r;
-        size_t n;
-        if (parse_records(in, len, &r, &n, "standard input")) {
-            free(in);
-            return cli_fail();
-        }
-        for (size_t i = 0; i < n && !rc; i++) {
-            b.len = 0;
-            if (tokenizer_encode_append(tok, r[i].p, r[i].n, &b)) {
-                pt_prefix_error("record %zu: ", i);
-                rc = cli_fail();
-            } else {
-                print_ids(stdout, b.ids, b.len, json);
-            }
-        }
-        free(r);
-    }
+    int rc = pass(tok, in, len, opt, batch, &b);
     free(b.ids);
     free(in);
     if (fflush(stdout) && !rc) {
         pt_set_error("cannot write standard output: %s", strerror(errno));
         rc = cli_fail();
+    }
+    return rc;
+}
+
+static int encode_pass(pt_tokenizer *tok, const char *in, size_t len, bool json, bool batch, pt_token_buf *b) {
+    int rc = 0;
+    if (!batch) {
+        if (tokenizer_encode_append(tok, in, len, b)) rc = cli_fail();
+        else print_ids(stdout, b->ids, b->len, json);
+    } else {
+        record *r;
+        size_t n;
+        if (parse_records(in, len, &r, &n, "standard input")) return cli_fail();
+        for (size_t i = 0; i < n && !rc; i++) {
+            b->len = 0;
+            if (tokenizer_encode_append(tok, r[i].p, r[i].n, b)) {
+                pt_prefix_error("record %zu: ", i);
+                rc = cli_fail();
+            } else {
+                print_ids(stdout, b->ids, b->len, json);
+            }
+        }
+        free(r);
     }
     return rc;
 }
@@ -189,12 +180,8 @@ static void write_record(const char *p, size_t n) {
     fwrite(p, 1, n, stdout);
 }
 
-static int do_decode(pt_tokenizer *tok, bool raw, bool batch) {
-    size_t len;
-    char *in = read_stream(stdin, &len);
-    if (!in) return cli_fail();
+static int decode_pass(pt_tokenizer *tok, const char *in, size_t len, bool raw, bool batch, pt_token_buf *b) {
     int rc = 0;
-    pt_token_buf b = {0};
     size_t line = 0;
     for (size_t i = 0; i <= len && !rc;) {
         size_t end = len;
@@ -203,11 +190,11 @@ static int do_decode(pt_tokenizer *tok, bool raw, bool batch) {
             const char *nl = memchr(in + i, '\n', len - i);
             end = nl ? (size_t)(nl - in) : len;
         }
-        b.len = 0;
+        b->len = 0;
         char *out = NULL;
         size_t on = 0;
-        if (parse_ids(in + i, end - i, &b) ||
-            (raw ? tokenizer_decode_bytes(tok, b.ids, b.len, &out, &on) : tokenizer_decode(tok, b.ids, b.len, &out, &on))) {
+        if (parse_ids(in + i, end - i, b) ||
+            (raw ? tokenizer_decode_bytes(tok, b->ids, b->len, &out, &on) : tokenizer_decode(tok, b->ids, b->len, &out, &on))) {
             if (batch) pt_prefix_error("line %zu: ", line + 1);
             rc = cli_fail();
         } else if (batch) {
@@ -219,12 +206,6 @@ static int do_decode(pt_tokenizer *tok, bool raw, bool batch) {
         line++;
         if (!batch) break;
         i = end + 1;
-    }
-    free(b.ids);
-    free(in);
-    if (fflush(stdout) && !rc) {
-        pt_set_error("cannot write standard output: %s", strerror(errno));
-        rc = cli_fail();
     }
     return rc;
 }
@@ -367,8 +348,8 @@ int cmd_tokenizer(int argc, char **argv) {
     if (!tok) return cli_fail();
     tokenizer_set_encode_special_tokens(tok, special_as_text);
     int rc;
-    if (!strcmp(action, "encode")) rc = do_encode(tok, json, batch);
-    else if (!strcmp(action, "decode")) rc = do_decode(tok, raw, batch);
+    if (!strcmp(action, "encode")) rc = on_stdin(tok, json, batch, encode_pass);
+    else if (!strcmp(action, "decode")) rc = on_stdin(tok, raw, batch, decode_pass);
     else if (!strcmp(action, "info")) rc = do_info(tok);
     else rc = do_bench(tok, file, threads, repeat);
     tokenizer_free(tok);

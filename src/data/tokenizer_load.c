@@ -10,32 +10,42 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
+// A pipeline step's "type"; NULL (error set) when the step is no object (`object` says what it must be)
+// or has none.
+static const char *step_type(const pt_tokenizer *t, const cJSON *n, const char *path, const char *object) {
+    if (!cJSON_IsObject(n)) {
+        pt_set_error("%s: %s must be %s", t->name, path, object);
+        return NULL;
+    }
+    const char *type = tk_json_type(n);
+    if (!type) pt_set_error("%s: %s has no \"type\"", t->name, path);
+    return type;
+}
+
+typedef int (*add_step_fn)(pt_tokenizer *t, const cJSON *step, const char *path);
+
+// A "Sequence" node: each element of its array `key`, in order, added as PATH.key[i].
+static int add_sequence(pt_tokenizer *t, const cJSON *n, const char *key, const char *path, add_step_fn add) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, key);
+    if (!cJSON_IsArray(list)) {
+        pt_set_error("%s: %s.%s must be an array", t->name, path, key);
+        return -1;
+    }
+    int i = 0;
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, i);
+        if (add(t, e, sub)) return -1;
+    }
+    return 0;
+}
+
 static int add_norm(pt_tokenizer *t, const cJSON *n, const char *path) {
     const char *nm = t->name;
     if (!n || cJSON_IsNull(n)) return 0;
-    if (!cJSON_IsObject(n)) {
-        pt_set_error("%s: %s must be an object or null", nm, path);
-        return -1;
-    }
-    const char *type = tk_json_type(n);
-    if (!type) {
-        pt_set_error("%s: %s has no \"type\"", nm, path);
-        return -1;
-    }
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        if (!cJSON_IsArray(list)) {
-            pt_set_error("%s: %s.normalizers must be an array", nm, path);
-            return -1;
-        }
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, i);
-            if (add_norm(t, e, sub)) return -1;
-        }
-        return 0;
-    }
+    const char *type = step_type(t, n, path, "an object or null");
+    if (!type) return -1;
+    if (!strcmp(type, "Sequence")) return add_sequence(t, n, "normalizers", path, add_norm);
     int opts;
     if (!strcmp(type, "NFC")) opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
     else if (!strcmp(type, "NFD")) opts = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE;
@@ -58,34 +68,14 @@ static const char *GPT2_RE = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\
 
 static int add_pretok(pt_tokenizer *t, const cJSON *p, const char *path) {
     const char *nm = t->name;
-    if (!cJSON_IsObject(p)) {
-        pt_set_error("%s: %s must be an object", nm, path);
-        return -1;
-    }
-    const char *type = tk_json_type(p);
-    if (!type) {
-        pt_set_error("%s: %s has no \"type\"", nm, path);
-        return -1;
-    }
+    const char *type = step_type(t, p, path, "an object");
+    if (!type) return -1;
     if (t->n_stages > 0 && t->stages[t->n_stages - 1].kind == ST_BYTELEVEL) {
         pt_set_error("%s: %s (%s) follows the ByteLevel pre-tokenizer; only a final ByteLevel is supported", nm, path,
                      type);
         return -1;
     }
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
-        if (!cJSON_IsArray(list)) {
-            pt_set_error("%s: %s.pretokenizers must be an array", nm, path);
-            return -1;
-        }
-        int i = 0;
-        for (const cJSON *e = list->child; e; e = e->next, i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", path, i);
-            if (add_pretok(t, e, sub)) return -1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return add_sequence(t, p, "pretokenizers", path, add_pretok);
     if (t->n_stages == MAX_STAGES) {
         pt_set_error("%s: %s: too many pre-tokenizers (at most %d)", nm, path, MAX_STAGES);
         return -1;

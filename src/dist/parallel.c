@@ -128,29 +128,38 @@ static int slot_of(const pt_parallel *P, int unit) {
 
 static int unit_direct(const pt_parallel *P, int unit) { return pt_plan_unit_direct(&P->plan, unit); }
 
+// Moves a unit's tensors between a slot (model layout) and P->staging (FSDP rank f's rows of every tensor
+// at f * unit size, shard layout): into the staging buffer for a reduce-scatter, out of it after an
+// all-gather.
+static void restage(pt_parallel *P, int unit, real_t *slot, bool to_staging) {
+    pt_backend *be = P->be;
+    const pt_plan *pl = &P->plan;
+    const size_t uo = pl->unit_shard_off[unit], un = pl->unit_shard_cnt[unit], mo = pl->unit_model_off[unit];
+    for (int i = 0; i < pl->nt; i++) {
+        const pt_plan_tensor *t = &pl->t[i];
+        if (t->unit != unit) continue;
+        for (int f = 0; f < P->mesh.fsdp; f++) {
+            const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
+            if (r1 <= r0) continue;
+            real_t *rows = slot + (t->model_offset - mo) + (size_t)r0 * t->lshape[1];
+            real_t *shard = P->staging + (size_t)f * un + (t->shard_offset - uo);
+            const size_t bytes = sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1];
+            if (to_staging) be->ops->copy(be, shard, rows, bytes);
+            else be->ops->copy(be, rows, shard, bytes);
+        }
+    }
+}
+
 static void hook_gather(void *ctx, qwen3_model *m, int unit) {
     pt_parallel *P = ctx;
     const int s = slot_of(P, unit);
     if (P->resident[s] == unit) return;
-    pt_backend *be = P->be;
-    const pt_plan *pl = &P->plan;
-    const size_t uo = pl->unit_shard_off[unit], un = pl->unit_shard_cnt[unit], mo = pl->unit_model_off[unit];
-    const int F = P->mesh.fsdp;
+    const size_t uo = P->plan.unit_shard_off[unit], un = P->plan.unit_shard_cnt[unit];
     if (unit_direct(P, unit)) {
         dev_allgather(P, P->fsdp_c, P->p + uo, P->slot_p[s], un);
     } else {
         dev_allgather(P, P->fsdp_c, P->p + uo, P->staging, un);
-        for (int i = 0; i < pl->nt; i++) {
-            const pt_plan_tensor *t = &pl->t[i];
-            if (t->unit != unit) continue;
-            for (int f = 0; f < F; f++) {
-                const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
-                if (r1 <= r0) continue;
-                be->ops->copy(be, P->slot_p[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
-                         P->staging + (size_t)f * un + (t->shard_offset - uo),
-                         sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1]);
-            }
-        }
+        restage(P, unit, P->slot_p[s], false);
     }
     qwen3_bind_unit(m, unit, P->slot_p[s], P->slot_g[s]);
     P->resident[s] = unit;
@@ -172,17 +181,7 @@ static void hook_grads_ready(void *ctx, qwen3_model *m, int unit) {
         dev_reduce_scatter(P, P->fsdp_c, P->slot_g[s], P->recv, un);
     } else {
         be->ops->zero(be, P->staging, sizeof(real_t) * F * un);
-        for (int i = 0; i < pl->nt; i++) {
-            const pt_plan_tensor *t = &pl->t[i];
-            if (t->unit != unit) continue;
-            for (int f = 0; f < F; f++) {
-                const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
-                if (r1 <= r0) continue;
-                be->ops->copy(be, P->staging + (size_t)f * un + (t->shard_offset - uo),
-                         P->slot_g[s] + (t->model_offset - mo) + (size_t)r0 * t->lshape[1],
-                         sizeof(real_t) * (size_t)(r1 - r0) * t->lshape[1]);
-            }
-        }
+        restage(P, unit, P->slot_g[s], true);
         dev_reduce_scatter(P, P->fsdp_c, P->staging, P->recv, un);
     }
     be->ops->add(be, P->g + uo, P->g + uo, P->recv, un);
@@ -196,6 +195,16 @@ static void hook_tp_allreduce(void *ctx, real_t *x, size_t n) {
     dev_allreduce(P, P->tp_c, x, n);
 }
 
+// The TP cross-entropy's buffers, sized for P->xent_n rows.
+static void free_xent(pt_parallel *P) {
+    if (P->xent_lg) P->be->ops->free(P->be, P->xent_lg);
+    free(P->xent_host);
+    free(P->xent_tg);
+    free(P->xent_stats);
+    free(P->xent_all);
+    free(P->xent_lse);
+}
+
 // Vocabulary-parallel lm_head + cross-entropy. Each rank has the logits of
 // its vocabulary rows only; per row it shares (max, sum exp(l - max), target
 // logit) with the TP group, and every rank combines them in rank order into
@@ -207,12 +216,7 @@ static void hook_tp_xent(void *ctx, double *loss_sum, real_t *dinp, real_t *dw, 
     pt_backend *be = P->be;
     const int T = P->mesh.tp;
     if (N > P->xent_n) {
-        if (P->xent_lg) be->ops->free(be, P->xent_lg);
-        free(P->xent_host);
-        free(P->xent_tg);
-        free(P->xent_stats);
-        free(P->xent_all);
-        free(P->xent_lse);
+        free_xent(P);
         P->xent_lg = be->ops->alloc(be, sizeof(real_t) * (size_t)XENT_ROWS * V);
         P->xent_host = be->host_memory ? NULL : pt_malloc(sizeof(float) * (size_t)XENT_ROWS * V);
         P->xent_tg = pt_malloc(sizeof(int32_t) * N);
@@ -378,12 +382,7 @@ void pt_parallel_free(pt_parallel *P) {
     }
     if (P->mo) be->ops->free(be, P->mo);
     if (P->vo) be->ops->free(be, P->vo);
-    if (P->xent_lg) be->ops->free(be, P->xent_lg);
-    free(P->xent_host);
-    free(P->xent_tg);
-    free(P->xent_stats);
-    free(P->xent_all);
-    free(P->xent_lse);
+    free_xent(P);
     free(P->host_a);
     free(P->host_b);
     free(P->load_stage);

@@ -312,27 +312,23 @@ static void slice_key(const ckpt_slice *s, char *key, size_t n) {
 static int write_rank_file(const char *dir, const char *fname, const ckpt_slice *s, int n, cJSON *tensors,
                            uint64_t *bytes_out) {
     char *path = pt_path_join(dir, fname);
-    cJSON *hdr = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(hdr, "__metadata__");
-    cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
-    uint64_t off = 0;
+    // the safetensors header: each slice as an F32 tensor under its slice key
+    _Static_assert(CKPT_MAX_DIMS <= ST_MAX_DIMS, "a slice's shape must fit a safetensors tensor's");
+    st_write_tensor *st = pt_calloc(n ? n : 1, sizeof *st);
+    char(*keys)[512] = pt_malloc(sizeof *keys * (n ? n : 1));
     for (int i = 0; i < n; i++) {
-        uint64_t b = (uint64_t)box_numel(s[i].ndim, s[i].shape) * 4;
-        char key[512];
-        slice_key(&s[i], key, sizeof key);
-        cJSON *e = cJSON_AddObjectToObject(hdr, key);
-        cJSON_AddStringToObject(e, "dtype", "F32");
-        cJSON_AddItemToObject(e, "shape", int_array(s[i].shape, s[i].ndim));
-        cJSON *of = cJSON_AddArrayToObject(e, "data_offsets");
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + b)));
-        off += b;
+        slice_key(&s[i], keys[i], sizeof keys[i]);
+        st[i].name = keys[i];
+        st[i].dtype = ST_F32;
+        st[i].ndim = s[i].ndim;
+        memcpy(st[i].shape, s[i].shape, sizeof(int64_t) * s[i].ndim);
     }
-    char *json = cJSON_PrintUnformatted(hdr);
-    cJSON_Delete(hdr);
-    size_t jn = strlen(json), padded = (jn + 7) & ~(size_t)7;
-    json = pt_realloc(json, padded);
-    memset(json + jn, ' ', padded - jn);
+    const char *meta[2] = {"format", CKPT_FORMAT};
+    size_t padded;
+    uint64_t off;
+    char *json = st_header_json(st, n, meta, 1, &padded, &off);
+    free(keys);
+    free(st);
     int rc = -1;
     XXH3_state_t *hs = XXH3_createState();
     stream_out so;

@@ -420,12 +420,8 @@ static const void *given_data(void *ctx, int i, uint64_t offset, uint64_t *nbyte
     return (const uint8_t *)t->data + offset;
 }
 
-int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta) {
-    return st_write_stream(path, tensors, n, meta_kv, n_meta, given_data, (void *)tensors);
-}
-
-int st_write_stream(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta,
-                    st_data_fn data, void *ctx) {
+char *st_header_json(const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta, size_t *len,
+                     uint64_t *data_bytes) {
     cJSON *root = cJSON_CreateObject();
     if (n_meta > 0) {
         cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
@@ -452,6 +448,21 @@ int st_write_stream(const char *path, const st_write_tensor *tensors, int n, con
     cJSON_Delete(root);
     size_t jn = strlen(json);
     size_t padded = (jn + 7) & ~(size_t)7;  // writers pad the header to 8 bytes with spaces
+    json = pt_realloc(json, padded);
+    memset(json + jn, ' ', padded - jn);
+    *len = padded;
+    if (data_bytes) *data_bytes = off;
+    return json;
+}
+
+int st_write(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta) {
+    return st_write_stream(path, tensors, n, meta_kv, n_meta, given_data, (void *)tensors);
+}
+
+int st_write_stream(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta,
+                    st_data_fn data, void *ctx) {
+    size_t padded;
+    char *json = st_header_json(tensors, n, meta_kv, n_meta, &padded, NULL);
     char *tmp = NULL;
     size_t plen = strlen(path);
     tmp = pt_malloc(plen + 16);
@@ -465,8 +476,6 @@ int st_write_stream(const char *path, const st_write_tensor *tensors, int n, con
     }
     uint8_t hdr[8];
     for (int i = 0; i < 8; i++) hdr[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    json = pt_realloc(json, padded);
-    memset(json + jn, ' ', padded - jn);
     int rc = pt_write_all(fd, hdr, 8, path);
     if (!rc) rc = pt_write_all(fd, json, padded, path);
     for (int i = 0; i < n && !rc; i++) {

@@ -88,6 +88,12 @@ typedef const void *(*st_data_fn)(void *ctx, int i, uint64_t offset, uint64_t *n
 int st_write_stream(const char *path, const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta,
                     st_data_fn data, void *ctx);
 
+// The JSON header of a safetensors file holding these tensors in order (their data is not read) and the
+// metadata pairs, padded with spaces to a multiple of 8 bytes; *len is that padded length, *data_bytes (may
+// be NULL) the bytes of tensor data after it. malloc'd; not NUL-terminated.
+char *st_header_json(const st_write_tensor *tensors, int n, const char *const *meta_kv, int n_meta, size_t *len,
+                     uint64_t *data_bytes);
+
 // bf16 / f16 helpers
 float pt_f16_to_float(uint16_t h);
 // The IEEE half nearest f (ties to even, as torch's .to(float16)); beyond +-65504 (from 65520 on) it is

@@ -18,12 +18,7 @@ static void io_error(const char *path, const char *what, int err) {
     pt_mark_error_transient(err);
 }
 
-char *pt_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        io_error(path, "cannot open", errno);
-        return NULL;
-    }
+char *pt_read_all(FILE *f, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = pt_malloc(cap + 1);
     for (;;) {
@@ -35,15 +30,27 @@ char *pt_read_file(const char *path, size_t *len) {
         n += got;
         if (got == 0) break;
     }
-    const int err = ferror(f), e = errno;
-    fclose(f);
-    if (err) {
+    if (ferror(f)) {
+        const int e = errno;
         free(buf);
-        io_error(path, "read error", e);
+        errno = e;
         return NULL;
     }
     buf[n] = 0;
     if (len) *len = n;
+    return buf;
+}
+
+char *pt_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        io_error(path, "cannot open", errno);
+        return NULL;
+    }
+    char *buf = pt_read_all(f, len);
+    const int e = errno;
+    fclose(f);
+    if (!buf) io_error(path, "read error", e);
     return buf;
 }
 

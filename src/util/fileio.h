@@ -2,10 +2,14 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 // Reads a whole file; returns NULL (error set, naming the path) on failure.
 // The buffer is NUL-terminated (not counted in *len).
 char *pt_read_file(const char *path, size_t *len);
+// Reads an open stream to its end, NUL-terminated like pt_read_file; NULL on a read error, with errno
+// from the read and no error set, so the caller names the stream.
+char *pt_read_all(FILE *f, size_t *len);
 // Writes `len` bytes to `path` via a temporary file + fsync + rename, so a
 // crash never leaves a half-written file under the final name.
 int pt_write_file_atomic(const char *path, const void *data, size_t len);

@@ -26,13 +26,26 @@ cJSON *pt_json_parse_file(const char *path) {
     return root;
 }
 
-int pt_json_get_int(const cJSON *obj, const char *key, int64_t *out, const char *what) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!it || cJSON_IsNull(it)) return 1;
-    if (!cJSON_IsNumber(it)) {
-        pt_set_error("%s: field \"%s\" must be an integer", what, key);
+// The field `key` of obj: 1 if absent or null, -1 (error set) if `ok` rejects it, else 0 with *it set.
+static int typed_field(const cJSON *obj, const char *key, cJSON_bool (*ok)(const cJSON *), const char *expected,
+                       const char *what, const cJSON **it) {
+    *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!*it || cJSON_IsNull(*it)) return 1;
+    if (!ok(*it)) {
+        pt_set_error("%s: field \"%s\" must be %s", what, key, expected);
         return -1;
     }
+    return 0;
+}
+
+static cJSON_bool is_finite_number(const cJSON *it) {
+    return cJSON_IsNumber(it) && isfinite(it->valuedouble);
+}
+
+int pt_json_get_int(const cJSON *obj, const char *key, int64_t *out, const char *what) {
+    const cJSON *it;
+    int rc = typed_field(obj, key, cJSON_IsNumber, "an integer", what, &it);
+    if (rc) return rc;
     double v = it->valuedouble;
     if (!isfinite(v) || v != floor(v) || fabs(v) > 9.0e15) {
         pt_set_error("%s: field \"%s\" must be an integer, got %g", what, key, v);
@@ -43,36 +56,24 @@ int pt_json_get_int(const cJSON *obj, const char *key, int64_t *out, const char 
 }
 
 int pt_json_get_double(const cJSON *obj, const char *key, double *out, const char *what) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!it || cJSON_IsNull(it)) return 1;
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
-        pt_set_error("%s: field \"%s\" must be a finite number", what, key);
-        return -1;
-    }
-    *out = it->valuedouble;
-    return 0;
+    const cJSON *it;
+    int rc = typed_field(obj, key, is_finite_number, "a finite number", what, &it);
+    if (rc == 0) *out = it->valuedouble;
+    return rc;
 }
 
 int pt_json_get_bool(const cJSON *obj, const char *key, bool *out, const char *what) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!it || cJSON_IsNull(it)) return 1;
-    if (!cJSON_IsBool(it)) {
-        pt_set_error("%s: field \"%s\" must be true or false", what, key);
-        return -1;
-    }
-    *out = cJSON_IsTrue(it);
-    return 0;
+    const cJSON *it;
+    int rc = typed_field(obj, key, cJSON_IsBool, "true or false", what, &it);
+    if (rc == 0) *out = cJSON_IsTrue(it);
+    return rc;
 }
 
 int pt_json_get_string(const cJSON *obj, const char *key, const char **out, const char *what) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!it || cJSON_IsNull(it)) return 1;
-    if (!cJSON_IsString(it)) {
-        pt_set_error("%s: field \"%s\" must be a string", what, key);
-        return -1;
-    }
-    *out = it->valuestring;
-    return 0;
+    const cJSON *it;
+    int rc = typed_field(obj, key, cJSON_IsString, "a string", what, &it);
+    if (rc == 0) *out = it->valuestring;
+    return rc;
 }
 
 int pt_json_write_file(const char *path, const cJSON *root) {

@@ -379,37 +379,31 @@ static void arrived(fiber *self, bool from_scheduler) {
 
 static bool g_from_scheduler;
 
+// The last step on `from`'s stack (nullptr: the scheduler) before control passes to `to`; arrived()
+// is its counterpart on the other side.
+static inline void leaving(fiber *from, fiber *to) {
+#ifdef PT_SIM_ASAN
+    __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
+                                   to ? (const void *)to->stack : g_sched_stack_bottom,
+                                   to ? to->stack_bytes : g_sched_stack_bytes);
+#endif
+    g_from_scheduler = from == nullptr;
+    g_current = to;
+}
+
 static void switch_to(fiber *from, fiber *to) {
     g_switches++;
 #if defined(PT_SIM_ASM_SWITCH)
-#ifdef PT_SIM_ASAN
-    __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
-                                   to ? (const void *)to->stack : g_sched_stack_bottom,
-                                   to ? to->stack_bytes : g_sched_stack_bytes);
-#endif
-    g_from_scheduler = from == nullptr;
-    g_current = to;
+    leaving(from, to);
     pt_sim_switch_stack(from ? &from->sp : &g_sched_sp, to ? to->sp : g_sched_sp);
 #elif defined(PT_SIM_SWAPCONTEXT)
-#ifdef PT_SIM_ASAN
-    __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
-                                   to ? (const void *)to->stack : g_sched_stack_bottom,
-                                   to ? to->stack_bytes : g_sched_stack_bytes);
-#endif
-    g_from_scheduler = from == nullptr;
-    g_current = to;
+    leaving(from, to);
     if (to) to->started = true;
     if (swapcontext(from ? &from->start : &g_sched_uc, to ? &to->start : &g_sched_uc) != 0)
         die("swapcontext failed");
 #else
     if (_setjmp(from ? from->ctx : g_sched_ctx) == 0) {
-#ifdef PT_SIM_ASAN
-        __sanitizer_start_switch_fiber(from ? &from->fake_stack : &g_sched_fake_stack,
-                                       to ? (const void *)to->stack : g_sched_stack_bottom,
-                                       to ? to->stack_bytes : g_sched_stack_bytes);
-#endif
-        g_from_scheduler = from == nullptr;
-        g_current = to;
+        leaving(from, to);
         if (!to) _longjmp(g_sched_ctx, 1);
         if (!to->started) {
             to->started = true;
