@@ -4,12 +4,19 @@
 //   rmsnorm_eps  rmsnorm_forward with eps x 10 (docs/COMPARE.md)
 //   bf16_cast    round_bf16 keeps 3 mantissa bits, truncated: an
 //                fp8-e4m3-sized mantissa instead of bf16's 7 (docs/PRECISION.md)
+//   rmsnorm_eps_after_sqrt       rstd = 1/(sqrt(mean(x^2)) + eps) instead of
+//                                1/sqrt(mean(x^2) + eps)
+//   swiglu_bwd_no_sigmoid_deriv  d silu(g)/dg taken as sigmoid(g), without
+//                                the g*sigmoid(g)*(1-sigmoid(g)) term
+// The last two are porting slips whose curves stay within the fp32 profile's
+// bounds; accept's step-1 audit must locate them (docs/ACCEPT.md).
 // They live apart from cpu.c so that the production kernels carry no test
 // switch: a fault is a copy of the backend's const ops table with one entry
 // replaced, and the backend itself never knows.
 #ifndef PT_NO_CPU_BACKEND
 #include "backend/cpu_faults.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +25,15 @@
 typedef struct {
     pt_backend_ops ops;
     const pt_backend_ops *base;
-    bool wrong_eps;  // rmsnorm_eps, else bf16_cast
+    int kind;  // F_*
 } fault_table;
+
+enum { F_RMSNORM_EPS, F_BF16_CAST, F_EPS_AFTER_SQRT, F_SWIGLU_BWD, F_COUNT };
+static const char *const fault_names[F_COUNT] = {"rmsnorm_eps", "bf16_cast", "rmsnorm_eps_after_sqrt",
+                                                 "swiglu_bwd_no_sigmoid_deriv"};
+static const char *const fault_what[F_COUNT] = {"uses a WRONG rmsnorm eps", "casts to bf16 WRONGLY",
+                                                "adds the rmsnorm eps WRONGLY after the square root",
+                                                "runs swiglu backward WITHOUT the sigmoid derivative"};
 
 static const pt_backend_ops *base_ops(const pt_backend *be) { return ((const fault_table *)be->ops)->base; }
 
@@ -28,6 +42,37 @@ static const pt_backend_ops *base_ops(const pt_backend *be) { return ((const fau
 static void rmsnorm_forward_wrong_eps(pt_backend *be, real_t *out, real_t *rstd, const real_t *inp, const real_t *w,
                                       int N, int C, float eps) {
     base_ops(be)->rmsnorm_forward(be, out, rstd, inp, w, N, C, eps * 10.0f);
+}
+
+// The fp32 kernel's contract with the slip: the per-row statistics in double,
+// the output as w * (x * rstd). rstd is saved, so the backward runs the
+// correct formula on the wrong statistic, as a port that changed only the
+// forward would. bf16 casts are not modelled (an fp32 test fault).
+static void rmsnorm_forward_eps_after_sqrt(pt_backend *be, real_t *out, real_t *rstd, const real_t *inp,
+                                           const real_t *w, int N, int C, float eps) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const real_t *x = inp + (size_t)n * C;
+        double ss = 0;
+        for (int i = 0; i < C; i++) ss += (double)x[i] * x[i];
+        const float r = (float)(1.0 / (sqrt(ss / C) + eps));
+        rstd[n] = r;
+        for (int i = 0; i < C; i++) out[(size_t)n * C + i] = w[i] * (x[i] * r);
+    }
+}
+
+// dgate = dout * up * sigmoid(g): the derivative of silu(g) = g * sigmoid(g)
+// without its second term.
+static void swiglu_backward_no_sigmoid_deriv(pt_backend *be, real_t *dgate, real_t *dup, const real_t *dout,
+                                             const real_t *gate, const real_t *up, size_t n) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float sg = 1.0f / (1.0f + expf(-gate[i]));
+        dgate[i] = dout[i] * up[i] * sg;
+        dup[i] = dout[i] * gate[i] * sg;
+    }
 }
 
 static void round_bf16_broken(pt_backend *be, real_t *dst, const real_t *src, size_t n) {
@@ -42,11 +87,11 @@ static void round_bf16_broken(pt_backend *be, real_t *dst, const real_t *src, si
 
 // The faulty copy of `base`, made on first use and kept for the process (the
 // cpu backend has two tables; every backend created with one shares its copy).
-static const pt_backend_ops *faulty(const pt_backend_ops *base, bool wrong_eps) {
+static const pt_backend_ops *faulty(const pt_backend_ops *base, int kind) {
     static fault_table tables[4];
     static int n;
     for (int i = 0; i < n; i++)
-        if (tables[i].base == base && tables[i].wrong_eps == wrong_eps) return &tables[i].ops;
+        if (tables[i].base == base && tables[i].kind == kind) return &tables[i].ops;
     if (n == (int)PT_ARRAY_LEN(tables)) {
         fprintf(stderr, "portatrain: error: PT_FAULT_KERNEL: more than %d ops tables\n", n);
         exit(1);
@@ -54,22 +99,25 @@ static const pt_backend_ops *faulty(const pt_backend_ops *base, bool wrong_eps) 
     fault_table *t = &tables[n++];
     t->ops = *base;
     t->base = base;
-    t->wrong_eps = wrong_eps;
-    if (wrong_eps) t->ops.rmsnorm_forward = rmsnorm_forward_wrong_eps;
-    else t->ops.round_bf16 = round_bf16_broken;
+    t->kind = kind;
+    switch (kind) {
+    case F_RMSNORM_EPS: t->ops.rmsnorm_forward = rmsnorm_forward_wrong_eps; break;
+    case F_BF16_CAST: t->ops.round_bf16 = round_bf16_broken; break;
+    case F_EPS_AFTER_SQRT: t->ops.rmsnorm_forward = rmsnorm_forward_eps_after_sqrt; break;
+    default: t->ops.swiglu_backward = swiglu_backward_no_sigmoid_deriv; break;
+    }
     return &t->ops;
 }
 
 void pt_cpu_fault_kernels(pt_backend *be) {
     const char *fault = getenv("PT_FAULT_KERNEL");
-    if (fault && strcmp(fault, "rmsnorm_eps") == 0) {
-        be->ops = faulty(be->ops, true);
-        fprintf(stderr, "warning: PT_FAULT_KERNEL=rmsnorm_eps: cpu backend uses a WRONG rmsnorm eps (test only)\n");
-    } else if (fault && strcmp(fault, "bf16_cast") == 0) {
-        be->ops = faulty(be->ops, false);
-        fprintf(stderr, "warning: PT_FAULT_KERNEL=bf16_cast: cpu backend casts to bf16 WRONGLY (test only)\n");
-    } else if (fault && *fault) {
-        fprintf(stderr, "warning: PT_FAULT_KERNEL=%s is unknown to the cpu backend; ignored\n", fault);
+    if (!fault || !*fault) return;
+    for (int k = 0; k < F_COUNT; k++) {
+        if (strcmp(fault, fault_names[k]) != 0) continue;
+        be->ops = faulty(be->ops, k);
+        fprintf(stderr, "warning: PT_FAULT_KERNEL=%s: cpu backend %s (test only)\n", fault, fault_what[k]);
+        return;
     }
+    fprintf(stderr, "warning: PT_FAULT_KERNEL=%s is unknown to the cpu backend; ignored\n", fault);
 }
 #endif  // PT_NO_CPU_BACKEND
