@@ -1,6 +1,7 @@
 // The training loop: each step reads its global batch, runs forward/backward
 // over the micro-batches, applies --nan-policy, updates, checkpoints when due
 // and writes its metrics record, under whichever runtime the process has.
+#include "train/audit.h"
 #include "train/ckpt_interval.h"
 #include "train/faults.h"
 #include "train/trainer_ctx.h"
@@ -22,6 +23,7 @@ typedef struct {
     long auto_next;  // --save-steps auto: the probe save, then Daly's interval (re-estimated per save)
     long step_time_n, log_loss_n;
     double step_time_sum, log_loss_sum;  // the progress line's loss: the mean since the previous line
+    pt_audit *audit;  // --audit-dump (NULL: none)
 } loop_state;
 
 // One step in flight.
@@ -219,7 +221,9 @@ static int train_step(pt_trainer *t, loop_state *L, long *step, int *rc) {
         }
     }
     s.lr = a->learning_rate * pt_lr_multiplier(&t->sched, s.step, a->warmup_steps, a->max_steps);
+    if (!s.skip_reason && pt_audit_after_backward(L->audit, t, s.step + 1, s.row_len, s.loss, s.gnorm) != 0) return -1;
     if (!s.skip_reason) t->ops->update(t, s.step + 1, s.gnorm, s.lr);
+    if (!s.skip_reason && pt_audit_after_update(L->audit, t, s.step + 1) != 0) return -1;
     t->be->ops->synchronize(t->be);
     s.dt = pt_now_s() - t0;
     pt_metrics_step r;
@@ -240,8 +244,12 @@ int pt_train_loop(pt_trainer *t, int *rc) {
     loop_state L = {.quiet = t->a.quiet || t->rank != 0, .t_start = pt_now_s(), .loss_first = NAN,
                     .loss_last = NAN, .loss_min = INFINITY, .auto_next = t->start_step + PT_SAVE_AUTO_PROBE};
     L.tty = isatty(2) && !L.quiet;
-    for (long step = t->start_step; step < t->a.max_steps; step++)
-        if (train_step(t, &L, &step, rc) < 0) return -1;
+    if (pt_audit_open(t, &L.audit) != 0) return -1;
+    int ok = 0;
+    for (long step = t->start_step; step < t->a.max_steps && ok == 0; step++)
+        if (train_step(t, &L, &step, rc) < 0) ok = -1;
+    pt_audit_free(L.audit);
+    if (ok != 0) return -1;
     if (L.tty) fprintf(stderr, "\r\033[K");
     t->loss_first = L.loss_first, t->loss_last = L.loss_last, t->loss_min = L.loss_min;
     t->t_start = L.t_start;
