@@ -5,6 +5,7 @@
 //   accept_files.c     checkpoint transfer, fault injection, input hashes
 //   accept_phases.c    training, eval, convergence and portability
 //   accept_recovery.c  the supervised run with a killed worker
+//   accept_audit.c     the step-1 audit: per-tensor gradients and updates of both platforms
 //   accept_cost.c      the price table and the cost section
 //   accept_report.c    report.json's sections and the verdict line
 //   accept_suite.c     pt_accept: the phases in order
@@ -62,6 +63,7 @@ typedef struct {
     cJSON *cmp;         // compare's result of baseline vs candidate
     cJSON *port;        // [portability both ways]
     cJSON *rec;         // recovery
+    cJSON *audit;       // the step-1 audit
     const char *refused;
 } acc_ctx;
 
@@ -133,6 +135,10 @@ cJSON *acc_portability(acc_ctx *c, run_t *writer, const pt_platform *reader, con
 
 // accept_recovery.c
 cJSON *acc_recovery(acc_ctx *c, run_t *cand);
+
+// accept_audit.c: trains both platforms' audit runs, compares their dumps into c->audit and adds a reason for
+// a tensor outside tolerance or a dump not shown.
+void acc_audit(acc_ctx *c);
 
 // accept_cost.c
 int acc_check_prices(const pt_accept_opts *o, const cJSON *prices);
