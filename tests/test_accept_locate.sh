@@ -42,7 +42,9 @@ jcheck "$T/swi/report.json" "(a:=r['audit'])['first_gradient']=='model.layers.1.
     "  swiglu: forward identical; in backward order the last layer's down and up agree, its gate_proj is the first to differ"
 fi
 
-# 3. a candidate whose dump never appears: REJECTED as not shown, never ACCEPTED
+# 3. a candidate whose dump never appears: REJECTED as not shown, never ACCEPTED, even in an OUT that holds an
+#    earlier run's passing dumps (a copy of the control's)
+cp -r "$T/ok" "$T/miss"
 PT_FAULT_NO_AUDIT_DUMP=cpu check 1 "audit: the [a-z]* cpu:fp32's dump is not shown: .*audit.json: missing" -- \
   "$B" accept --baseline $BASE --candidate cpu:fp32 $A --output-dir "$T/miss" --baseline-run "$T/ok/baseline"
 jcheck "$T/miss/report.json" "r['audit']['status']=='not shown' and r['verdict']=='REJECTED'" "  the report says the audit was not shown"

@@ -73,23 +73,33 @@ static int audit_run(acc_ctx *c, const pt_platform *pl, const char *role, long k
     return rc == 0 ? 0 : -1;
 }
 
-// A platform's dump, or NULL with the reason it is not shown.
+// Why a parsed audit.json cannot be compared, or NULL.
+static const char *unusable(const cJSON *j, char *buf, size_t n) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(j, "reason");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, PT_AUDIT_FORMAT)) return "not a " PT_AUDIT_FORMAT " dump";
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "covered"))) {
+        snprintf(buf, n, "covers nothing (%s)", cJSON_IsString(why) ? why->valuestring : "no reason given");
+        return buf;
+    }
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "grads")) ||
+        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "forward")) || !isfinite(jnum(j, "loss")))
+        return "no step-1 loss, forward statistics or gradients";
+    return NULL;
+}
+
+// A platform's dump: 0, or -1 with the reason it is not shown.
 static int load_dump(acc_ctx *c, const char *role, dump_t *d) {
     char *dir = acc_xprintf("%s/audit/%s/dump", c->out, role), *jp = pt_path_join(dir, "audit.json"),
          *gp = pt_path_join(dir, "grads.safetensors");
+    char buf[512];
+    const char *why = NULL;
     int rc = -1;
     memset(d, 0, sizeof *d);
-    const cJSON *fmt, *cov, *why;
     if (!pt_file_exists(jp)) pt_set_error("%s: missing", jp);
-    else if (!(d->j = pt_json_parse_file(jp))) {}
-    else if (!cJSON_IsString(fmt = cJSON_GetObjectItemCaseSensitive(d->j, "format")) || strcmp(fmt->valuestring, PT_AUDIT_FORMAT))
-        pt_set_error("%s: not a %s dump", jp, PT_AUDIT_FORMAT);
-    else if (!cJSON_IsTrue(cov = cJSON_GetObjectItemCaseSensitive(d->j, "covered")))
-        pt_set_error("%s: covers nothing (%s)", jp, cJSON_IsString(why = cJSON_GetObjectItemCaseSensitive(d->j, "reason")) ? why->valuestring : "no reason given");
-    else if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(d->j, "grads")) ||
-             !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(d->j, "forward")) || !isfinite(jnum(d->j, "loss")))
-        pt_set_error("%s: no step-1 loss, forward statistics or gradients", jp);
-    else if (st_open(&d->grads, gp) == 0) d->have_grads = true, rc = 0;
+    else if ((d->j = pt_json_parse_file(jp)) && (why = unusable(d->j, buf, sizeof buf)))
+        pt_set_error("%s: %s", jp, why);
+    else if (d->j && st_open(&d->grads, gp) == 0) d->have_grads = true, rc = 0;
     free(dir); free(jp); free(gp);
     return rc;
 }
@@ -131,7 +141,10 @@ static double full_diff(const dump_t *a, const dump_t *b, const char *name) {
     float *x = pt_malloc(sizeof(float) * ta->numel), *y = pt_malloc(sizeof(float) * ta->numel);
     double dd = 0, aa = 0;
     if (st_read_float(&a->grads, ta, x, ta->numel) == 0 && st_read_float(&b->grads, tb, y, tb->numel) == 0)
-        for (uint64_t i = 0; i < ta->numel; i++) dd += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), aa += (double)x[i] * x[i];
+        for (uint64_t i = 0; i < ta->numel; i++) {
+            const double e = (double)x[i] - y[i];
+            dd += e * e, aa += (double)x[i] * x[i];
+        }
     else dd = INFINITY;
     free(x); free(y);
     return dd == 0 ? 0 : aa > 0 ? sqrt(dd / aa) : INFINITY;
@@ -218,7 +231,8 @@ static cJSON *forward_rows(const dump_t *a, const dump_t *b, first_t *ff) {
 static cJSON *tensor_rows(const dump_t *a, const dump_t *b, first_t *fg, first_t *fu) {
     cJSON *rows = cJSON_CreateArray();
     const cJSON *e, *gb = cJSON_GetObjectItemCaseSensitive(b->j, "grads");
-    const cJSON *ua = cJSON_GetObjectItemCaseSensitive(a->j, "updates"), *ub = cJSON_GetObjectItemCaseSensitive(b->j, "updates");
+    const cJSON *ua = cJSON_GetObjectItemCaseSensitive(a->j, "updates");
+    const cJSON *ub = cJSON_GetObjectItemCaseSensitive(b->j, "updates");
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(a->j, "grads")) {
         const char *name = cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring;
         const cJSON *o = find_named(gb, name);
