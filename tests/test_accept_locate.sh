@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # accept's step-1 audit locates a defect the curves let through: the two porting slips whose 60-step curves
 # stay inside the fp32 profile (rmsnorm eps after the square root, swiglu backward without the sigmoid
-# derivative) are REJECTED naming where they enter: the first forward statistic that differs, else the first
+# derivative) and an optimizer slip (weight decay on the norm weights) are REJECTED naming where they enter: the first forward statistic that differs, else the first
 # gradient to differ in backward order; a correct control (cpu at 1 thread vs
 # cpu-ref) passes the audit with differences that are not zero; a platform whose dump is missing is REJECTED,
 # never ACCEPTED. Tiny config, 8 steps of 2 x 16 tokens.
@@ -40,6 +40,11 @@ PT_FAULT_KERNEL=swiglu_bwd_no_sigmoid_deriv check 1 "audit: model.layers.1.mlp.g
   "$B" accept --baseline $BASE --candidate cpu:fp32 $A --output-dir "$T/swi" --baseline-run "$T/ok/baseline"
 jcheck "$T/swi/report.json" "(a:=r['audit'])['first_gradient']=='model.layers.1.mlp.gate_proj.weight' and 'first_forward' not in a and (t:={x['name']: x['grad_diff'] <= x['grad_tolerance'] for x in a['tensors']})['model.layers.1.mlp.up_proj.weight'] and t['model.layers.1.mlp.down_proj.weight'] and not t['model.layers.0.mlp.gate_proj.weight']" \
     "  swiglu: forward identical; in backward order the last layer's down and up agree, its gate_proj is the first to differ"
+# an optimizer slip, weight decay on the norm weights: step 1 and its gradients agree, the first update does not
+PT_FAULT_KERNEL=adamw_decay_norms check 1 "audit: model.layers.0.input_layernorm.weight update at step 1 differs by .*; step-1 forward and gradients identical" -- \
+  "$B" accept --baseline $BASE --candidate cpu:fp32 $A --output-dir "$T/wd" --baseline-run "$T/ok/baseline"
+jcheck "$T/wd/report.json" "sorted(t['name'] for t in r['audit']['tensors'] if not t['ok'])==sorted(t['name'] for t in r['audit']['tensors'] if 'norm' in t['name'])" \
+    "  weight decay on norms: exactly the norm weights' updates differ"
 fi
 
 # 3. a candidate whose dump never appears: REJECTED as not shown, never ACCEPTED, even in an OUT that holds an

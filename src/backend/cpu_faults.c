@@ -8,7 +8,9 @@
 //                                1/sqrt(mean(x^2) + eps)
 //   swiglu_bwd_no_sigmoid_deriv  d silu(g)/dg taken as sigmoid(g), without
 //                                the g*sigmoid(g)*(1-sigmoid(g)) term
-// The last two are porting slips whose curves stay within the fp32 profile's
+//   adamw_decay_norms            adamw decays every tensor, the norm weights
+//                                too (HF's Trainer exempts them)
+// These three are porting slips whose curves stay within the fp32 profile's
 // bounds; accept's step-1 audit must locate them (docs/ACCEPT.md).
 // They live apart from cpu.c so that the production kernels carry no test
 // switch: a fault is a copy of the backend's const ops table with one entry
@@ -28,12 +30,13 @@ typedef struct {
     int kind;  // F_*
 } fault_table;
 
-enum { F_RMSNORM_EPS, F_BF16_CAST, F_EPS_AFTER_SQRT, F_SWIGLU_BWD, F_COUNT };
+enum { F_RMSNORM_EPS, F_BF16_CAST, F_EPS_AFTER_SQRT, F_SWIGLU_BWD, F_DECAY_NORMS, F_COUNT };
 static const char *const fault_names[F_COUNT] = {"rmsnorm_eps", "bf16_cast", "rmsnorm_eps_after_sqrt",
-                                                 "swiglu_bwd_no_sigmoid_deriv"};
+                                                 "swiglu_bwd_no_sigmoid_deriv", "adamw_decay_norms"};
 static const char *const fault_what[F_COUNT] = {"uses a WRONG rmsnorm eps", "casts to bf16 WRONGLY",
                                                 "adds the rmsnorm eps WRONGLY after the square root",
-                                                "runs swiglu backward WITHOUT the sigmoid derivative"};
+                                                "runs swiglu backward WITHOUT the sigmoid derivative",
+                                                "decays the norm weights WRONGLY"};
 
 static const pt_backend_ops *base_ops(const pt_backend *be) { return ((const fault_table *)be->ops)->base; }
 
@@ -75,6 +78,16 @@ static void swiglu_backward_no_sigmoid_deriv(pt_backend *be, real_t *dgate, real
     }
 }
 
+// The optimizer passes weight decay 0 for the tensors it exempts; the slip
+// decays them with the run's rate all the same (the last non-zero one passed:
+// the embedding, first in the loop, always decays).
+static void adamw_decay_everything(pt_backend *be, real_t *p, const real_t *g, real_t *m, real_t *v, size_t n,
+                                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+    static float seen;
+    if (weight_decay != 0.0f) seen = weight_decay;
+    base_ops(be)->adamw(be, p, g, m, v, n, lr, beta1, beta2, eps, seen, t);
+}
+
 static void round_bf16_broken(pt_backend *be, real_t *dst, const real_t *src, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
@@ -104,7 +117,8 @@ static const pt_backend_ops *faulty(const pt_backend_ops *base, int kind) {
     case F_RMSNORM_EPS: t->ops.rmsnorm_forward = rmsnorm_forward_wrong_eps; break;
     case F_BF16_CAST: t->ops.round_bf16 = round_bf16_broken; break;
     case F_EPS_AFTER_SQRT: t->ops.rmsnorm_forward = rmsnorm_forward_eps_after_sqrt; break;
-    default: t->ops.swiglu_backward = swiglu_backward_no_sigmoid_deriv; break;
+    case F_SWIGLU_BWD: t->ops.swiglu_backward = swiglu_backward_no_sigmoid_deriv; break;
+    default: t->ops.adamw = adamw_decay_everything; break;
     }
     return &t->ops;
 }
