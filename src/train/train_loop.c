@@ -245,11 +245,11 @@ int pt_train_loop(pt_trainer *t, int *rc) {
                     .loss_last = NAN, .loss_min = INFINITY, .auto_next = t->start_step + PT_SAVE_AUTO_PROBE};
     L.tty = isatty(2) && !L.quiet;
     if (pt_audit_open(t, &L.audit) != 0) return -1;
-    int ok = 0;
-    for (long step = t->start_step; step < t->a.max_steps && ok == 0; step++)
-        if (train_step(t, &L, &step, rc) < 0) ok = -1;
+    int err = 0;
+    for (long step = t->start_step; step < t->a.max_steps && !err; step++)
+        if (train_step(t, &L, &step, rc) < 0) err = -1;
     pt_audit_free(L.audit);
-    if (ok != 0) return -1;
+    if (err) return -1;
     if (L.tty) fprintf(stderr, "\r\033[K");
     t->loss_first = L.loss_first, t->loss_last = L.loss_last, t->loss_min = L.loss_min;
     t->t_start = L.t_start;
