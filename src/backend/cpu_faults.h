@@ -2,7 +2,7 @@
 #pragma once
 #include "backend/backend.h"
 
-// PT_FAULT_KERNEL=rmsnorm_eps, bf16_cast or nondet_embedding_bwd: points be->ops at a copy of its
-// table with that one kernel replaced, and warns. Unset or empty: nothing; any
+// PT_FAULT_KERNEL=NAME (cpu_faults.c lists them): points be->ops at a copy of its
+// table with that one kernel wrong, and warns. Unset or empty: nothing; any
 // other value: a warning, nothing else.
 void pt_cpu_fault_kernels(pt_backend *be);

@@ -7,6 +7,7 @@
 //   accept_recovery.c  the supervised run with a killed worker
 //   accept_seeds.c     --seeds K: the other seeds' runs, steps to target and per-step envelopes
 //   accept_noise.c     the candidate's run-to-run noise and the recovery's rule (accept_noise.h)
+//   accept_audit.c     the step-1 audit: per-tensor gradients and updates of both platforms
 //   accept_cost.c      the price table and the cost section
 //   accept_report.c    report.json's sections and the verdict line
 //   accept_suite.c     pt_accept: the phases in order
@@ -65,6 +66,7 @@ typedef struct {
     cJSON *port;        // [portability both ways]
     cJSON *rec;         // recovery
     cJSON *seeds;       // --seeds K >= 2: report.json's seeds section
+    cJSON *audit;       // the step-1 audit
     const char *refused;
 } acc_ctx;
 
@@ -140,6 +142,9 @@ cJSON *acc_recovery(acc_ctx *c, run_t *cand);
 // accept_seeds.c
 int acc_seeds_check_opts(const pt_accept_opts *o);
 void acc_seeds(acc_ctx *c);  // K >= 2: trains seeds 1..K-1 of both sides and judges all K (reasons added)
+// accept_audit.c: trains both platforms' audit runs, compares their dumps into c->audit and adds a reason for
+// a tensor outside tolerance or a dump not shown.
+void acc_audit(acc_ctx *c);
 
 // accept_cost.c
 int acc_check_prices(const pt_accept_opts *o, const cJSON *prices);

@@ -26,10 +26,12 @@ static bool path_inside(const char *path, const char *dir) {
 // What the suite empties under OUT before a run (init only when it makes the
 // initial model itself); the stale report goes too, so that an interrupted
 // or failed rerun never leaves an old verdict next to new runs.
-const char *const acc_rewritten[] = {"baseline", "candidate", "portability", "recovery", "rerun", "init", "seeds"};
+const char *const acc_rewritten[] = {"baseline", "candidate", "portability", "recovery", "rerun", "audit", "init",
+                                     "seeds"};
 const char *const acc_old_files[] = {"report.json", "report.html", "report.md", "logs/init.log", "logs/baseline.log",
     "logs/eval_baseline.log", "logs/candidate.log", "logs/eval_candidate.log", "logs/candidate_from_baseline.log",
-    "logs/baseline_from_candidate.log", "logs/recovery.log", "logs/rerun.log"};
+    "logs/baseline_from_candidate.log", "logs/recovery.log", "logs/rerun.log", "logs/audit_baseline.log",
+    "logs/audit_candidate.log"};
 const size_t acc_n_rewritten = PT_ARRAY_LEN(acc_rewritten);
 const size_t acc_n_old_files = PT_ARRAY_LEN(acc_old_files);
 

@@ -221,6 +221,7 @@ static cJSON *report_json(acc_ctx *c, const char *vs, cJSON *cost) {
     c->port = NULL;
     if (c->rec) { cJSON_AddItemToObject(rep, "recovery", c->rec); c->rec = NULL; }
     if (c->seeds) { cJSON_AddItemToObject(rep, "seeds", c->seeds); c->seeds = NULL; }
+    if (c->audit) { cJSON_AddItemToObject(rep, "audit", c->audit); c->audit = NULL; }
     cJSON_AddItemToObject(rep, "phases", cJSON_Duplicate(c->phases, 1));
     if (cost) cJSON_AddItemToObject(rep, "cost", cost);
     cJSON_AddNumberToObject(rep, "wall_s", pt_now_s() - c->t_start);

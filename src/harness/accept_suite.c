@@ -103,6 +103,7 @@ static int judge(acc_ctx *c) {
     }
     const int conv = acc_convergence(c);
     if (conv == 2) return 2;
+    acc_audit(c);
     cJSON_AddItemToArray(c->port, acc_portability(c, &c->base, &o->candidate, "candidate_from_baseline"));
     cJSON_AddItemToArray(c->port, acc_portability(c, &c->cand, &o->baseline, "baseline_from_candidate"));
     c->rec = acc_recovery(c, &c->cand);
@@ -154,6 +155,7 @@ static void teardown(acc_ctx *c) {
     cJSON_Delete(c->port);
     cJSON_Delete(c->rec);
     cJSON_Delete(c->seeds);
+    cJSON_Delete(c->audit);
     cJSON_Delete(c->prices);
     cJSON_Delete(c->phases);
     cJSON_Delete(c->reasons);

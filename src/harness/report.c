@@ -593,6 +593,21 @@ static void render_recovery(out_t *o, const cJSON *r) {
     kv_table(o, "Determinism (the recovery's rule)", dk, 10, dc, fn, 1);
 }
 
+// accept's step-1 audit (accept_audit.c): its status, then the forward statistics and the per-tensor table.
+static void render_audit(out_t *o, const cJSON *r) {
+    const cJSON *au = get(r, "audit");
+    const char *sk[] = {"status", "reason", "schedule", "verdict", "first_forward", "first_gradient", "first_update"};
+    const char *fn[] = {"value"};
+    const cJSON *cols[] = {au};
+    kv_table(o, "Step-1 audit", sk, 7, cols, fn, 1);
+    if (!cJSON_IsObject(au) || !get(au, "tensors")) return;
+    const char *fk[] = {"name", "rms_baseline", "rel_diff", "tolerance", "ok"};
+    arr_table(o, "Step-1 audit: forward statistics (forward order)", get(au, "forward"), fk, 5);
+    const char *tk[] = {"name", "grad_l2", "grad_diff", "grad_metric", "grad_tolerance", "update_l2_diff",
+                        "update_proj_diff", "ok"};
+    arr_table(o, "Step-1 audit: per tensor (forward order)", get(au, "tensors"), tk, 8);
+}
+
 static void render_cost(out_t *o, const cJSON *r) {
     FILE *h = o->h, *m = o->m;
     char b[64];
@@ -628,6 +643,7 @@ static void render(out_t *o, const cJSON *r) {
     render_phases(o, r);
     render_portability(o, r);
     render_recovery(o, r);
+    render_audit(o, r);
     render_cost(o, r);
     fprintf(o->h, "</body></html>\n");
 }

@@ -422,6 +422,9 @@ const pt_train_flag pt_train_flags[] = {
     {"--tf32", "tf32", PT_FLAG_BOOL, OFF(tf32), .usage = "--tf32",
      .help = "fp32 matmuls on TF32 tensor cores (cuda; other backends ignore\n"
              "it): faster, ~1e-3 relative per product (docs/CUDA.md)"},
+    {"--audit-dump", "audit_dump", PT_FLAG_STRING, OFF(audit_dump), .usage = "--audit-dump DIR",
+     .help = "write step 1's per-tensor gradients, forward statistics and the\n"
+             "first updates into DIR for accept's audit (docs/ACCEPT.md)"},
     {"--supervise", "supervise", PT_FLAG_CLI, 0, .usage = "--supervise",
      .help = "run as a supervised worker; restart after a failure\n"
              "(SIGINT/SIGTERM/SIGHUP stop the worker, then the supervisor)"},

@@ -62,6 +62,7 @@ typedef struct {
     const char *activation_checkpointing;  // none (default) | full | selective[:every=N] | op
     const char *precision;    // "fp32" (default) | "bf16" (qwen3_set_precision)
     bool tf32;                // fp32 GEMMs on TF32 tensor cores where the backend has them (cuda)
+    const char *audit_dump;   // --audit-dump DIR: step-1 gradients and first updates for accept (train/audit.h)
 } pt_train_args;
 
 enum { PT_EPOCHS_UNSET = -1, PT_EPOCHS_WRAP = 0, PT_EPOCHS_HF = 1 };

@@ -1,6 +1,7 @@
 // The training loop: each step reads its global batch, runs forward/backward
 // over the micro-batches, applies --nan-policy, updates, checkpoints when due
 // and writes its metrics record, under whichever runtime the process has.
+#include "train/audit.h"
 #include "train/ckpt_interval.h"
 #include "train/faults.h"
 #include "train/trainer_ctx.h"
@@ -23,6 +24,7 @@ typedef struct {
     long auto_next;  // --save-steps auto: the probe save, then Daly's interval (re-estimated per save)
     long step_time_n, log_loss_n;
     double step_time_sum, log_loss_sum;  // the progress line's loss: the mean since the previous line
+    pt_audit *audit;  // --audit-dump (NULL: none)
 } loop_state;
 
 // One step in flight.
@@ -225,7 +227,9 @@ static int train_step(pt_trainer *t, loop_state *L, long *step, int *rc) {
     }
     s.lr = a->learning_rate * pt_lr_multiplier(&t->sched, s.step, a->warmup_steps, a->max_steps);
     if (pt_fault_lr_scale(a->backend) != 1.0) s.lr *= pt_fault_lr_scale(a->backend);
+    if (!s.skip_reason && pt_audit_after_backward(L->audit, t, s.step + 1, s.row_len, s.loss, s.gnorm) != 0) return -1;
     if (!s.skip_reason) t->ops->update(t, s.step + 1, s.gnorm, s.lr);
+    if (!s.skip_reason && pt_audit_after_update(L->audit, t, s.step + 1) != 0) return -1;
     t->be->ops->synchronize(t->be);
     s.dt = pt_now_s() - t0;
     pt_metrics_step r;
@@ -310,11 +314,15 @@ int pt_train_loop(pt_trainer *t, int *rc) {
                     .loss_last = NAN, .loss_min = INFINITY, .auto_next = t->start_step + PT_SAVE_AUTO_PROBE};
     L.tty = isatty(2) && !L.quiet;
     catch_interrupts(t, L.tty);
-    for (long step = t->start_step; step < t->a.max_steps; step++) {
-        if (train_step(t, &L, &step, rc) < 0) { release_interrupts(); return -1; }
-        g_int_step = (sig_atomic_t)(step + 1);
+    if (pt_audit_open(t, &L.audit) != 0) { release_interrupts(); return -1; }
+    int err = 0;
+    for (long step = t->start_step; step < t->a.max_steps && !err; step++) {
+        if (train_step(t, &L, &step, rc) < 0) err = -1;
+        else g_int_step = (sig_atomic_t)(step + 1);
     }
+    pt_audit_free(L.audit);
     release_interrupts();
+    if (err) return -1;
     if (L.tty) fprintf(stderr, "\r\033[K");
     t->loss_first = L.loss_first, t->loss_last = L.loss_last, t->loss_min = L.loss_min;
     t->t_start = L.t_start;
