@@ -373,8 +373,9 @@ static int setup_run(pt_trainer *t) {
     if (!t->be) return -1;
     t->be->tf32 = a->tf32;  // before the first kernel
     if (t->ops->load_model(t) != 0) {
-        // a model directory that is not there will not be there on a restart either (exit 2: not retried)
-        g_usage_error = !pt_is_dir(a->model_dir);
+        // a model directory that is not there will not be there on a restart either (exit 2: not retried);
+        // the runtime may have named a usage error of its own (a layout the world cannot hold)
+        if (!pt_is_dir(a->model_dir)) g_usage_error = 1;
         return -1;
     }
     if (a->seq_len > t->mdl->cfg.max_position_embeddings) {
