@@ -383,7 +383,7 @@ static void tt_finish(tt_state *st, pt_runlog *r) {
 }
 
 // TorchTitan (torchtitan/components/metrics.py, MetricsProcessor.log) logs step 1 and every log_freq-th step:
-//   [rank0]:[titan] 2026-12-07 12:00:00,000 - root - INFO - \033[31mstep:  1  \033[32mloss: 12.02394
+//   [rank0]:[titan] YYYY-MM-DD HH:MM:SS,mmm - root - INFO - \033[31mstep:  1  \033[32mloss: 12.02394
 //   \033[38;2;180;60;0mgrad_norm:  2.1053  \033[38;2;54;234;195mmemory: ...GiB(...%)  \033[34mtps: 1,257 ...
 // ("[rankN]:" from torchrun --tee, colours unless --metrics.disable-color-printing), validation lines
 // "validate step: N  loss: ...", and the run's events: "Training starts at step N" (an attempt; N > 1 after a
