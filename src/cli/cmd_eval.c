@@ -15,10 +15,12 @@
 static void help(void) {
     printf("usage: portatrain eval --model DIR --data SHARD --seq-len T [--per-device-eval-batch-size B]\n"
            "                      [--max-batches N] [--backend NAME] [--precision fp32|bf16]\n"
-           "                      [--logits-out FILE] [--config CONFIG.json]\n\n"
+           "                      [--logits-out FILE] [--config CONFIG.json] [--data-mode packed|documents]\n\n"
            "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
            "--max-batches every window (packed) or document (padded) is evaluated once, the last batch\n"
-           "short, as transformers' Trainer.evaluate reads an eval set.\n"
+           "short, as transformers' Trainer.evaluate reads an eval set. --data-mode documents reads rows as\n"
+           "TorchTitan's validator does (documents masked apart, positions per document; docs/DATA.md): each\n"
+           "full row once, the last batch short.\n"
            "--logits-out writes the first batch's input_ids [B,T] (I32) and logits [B,T,V] (F32) as\n"
            "safetensors, e.g. for tools/hf_check_model.py. --precision bf16 evaluates as Hugging Face's\n"
            "bf16 model does (docs/PRECISION.md).\n"
@@ -33,7 +35,7 @@ int cmd_eval(int argc, char **argv) {
     pt_argparse p;
     argp_init(&p, argc, argv);
     const char *model_dir = NULL, *data = NULL, *backend = "cpu-ref", *logits_out = NULL, *precision = "fp32";
-    const char *config = NULL;
+    const char *config = NULL, *data_mode = "packed";
     int64_t T = 0, B = 8, max_batches = -1;
     const char *o;
     while ((o = argp_next(&p))) {
@@ -47,11 +49,15 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(o, "--logits-out")) logits_out = argp_value(&p);
         else if (!strcmp(o, "--precision")) precision = argp_value(&p);
         else if (!strcmp(o, "--config")) config = argp_value(&p);
+        else if (!strcmp(o, "--data-mode")) data_mode = argp_value(&p);
         else return argp_unknown(&p, o);
     }
     if (cli_raw_text(data)) return 2;
     if (!model_dir || !data || T <= 0 || B <= 0)
         return cli_usage_error("eval", "--model, --data and a positive --seq-len are required");
+    const bool documents = !strcmp(data_mode, "documents");
+    if (!documents && strcmp(data_mode, "packed"))
+        return cli_usage_error("eval", "--data-mode must be packed or documents (got '%s')", data_mode);
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_usage_error("eval", "--precision must be fp32 or bf16 (got '%s')", precision);
     if (dcp_is_checkpoint_dir(model_dir)) {  // the wrong kind of directory for --model: a usage error
@@ -70,14 +76,17 @@ int cmd_eval(int argc, char **argv) {
     // One pass over the rows, each once, the last batch short (filled with empty rows that count no tokens), as
     // HF's Trainer.evaluate reads an eval set: "hf" epoch boundaries, first epoch only.
     pt_loader_config lc = {.data_path = data, .seq_len = (int)T, .rows_per_step = (int)B, .dp_world = 1,
-                           .model_vocab = (uint32_t)m.cfg.vocab_size, .epochs = PT_LOADER_EPOCHS_HF};
+                           .model_vocab = (uint32_t)m.cfg.vocab_size, .epochs = PT_LOADER_EPOCHS_HF,
+                           .mode = documents ? PT_LOADER_DOCUMENTS : PT_LOADER_PACKED};
     pt_loader *l = pt_loader_open(&lc);
     if (!l) {
         qwen3_free(&m);
         pt_backend_destroy(be);
         return cli_fail();
     }
-    uint64_t nbatches = pt_loader_steps_per_epoch(l);
+    // documents: the stream's full rows, each once (the loader would wrap past them)
+    const uint64_t nrows = pt_loader_num_rows(l);
+    uint64_t nbatches = documents ? (nrows + (uint64_t)B - 1) / (uint64_t)B : pt_loader_steps_per_epoch(l);
     if (max_batches >= 0 && (uint64_t)max_batches < nbatches) nbatches = (uint64_t)max_batches;
     int32_t *ids = pt_malloc(sizeof(int32_t) * B * T), *labels = pt_malloc(sizeof(int32_t) * B * T);
     double total = 0;
@@ -87,8 +96,13 @@ int cmd_eval(int argc, char **argv) {
         int row_len;
         double ls;
         int nt;
-        if (pt_loader_batch(l, b, ids, labels, &row_len) != 0 ||
-            qwen3_forward(&m, ids, labels, (int)B, row_len, &ls, &nt, NULL) != 0) {
+        const int rows = documents && nrows - b * (uint64_t)B < (uint64_t)B ? (int)(nrows - b * (uint64_t)B) : (int)B;
+        if (pt_loader_batch(l, b, ids, labels, &row_len) != 0) {
+            rc = cli_fail();
+            break;
+        }
+        qwen3_set_positions(&m, pt_loader_last_positions(l));
+        if (qwen3_forward(&m, ids, labels, rows, row_len, &ls, &nt, NULL) != 0) {
             rc = cli_fail();
             break;
         }
@@ -99,6 +113,7 @@ int cmd_eval(int argc, char **argv) {
             float *lg = pt_malloc(sizeof(float) * (size_t)B * row_len * V);
             double unused;
             int un;
+            qwen3_set_positions(&m, pt_loader_last_positions(l));
             int wrc = qwen3_forward(&m, ids, NULL, (int)B, row_len, &unused, &un, lg);
             st_write_tensor t[2] = {
                 {.name = "input_ids", .dtype = ST_I32, .ndim = 2, .shape = {B, row_len}, .data = ids},

@@ -41,6 +41,11 @@ struct pt_loader {
     uint64_t ndocs;
     uint64_t *piece_start;
     uint32_t *piece_len;  // inputs in the piece (labels are the next tokens)
+    // documents mode
+    uint64_t *doc_start;  // [ndocs+1] first token of each document; doc_start[ndocs] = ntok
+    uint64_t *doc_pairs;  // [ndocs+1] triples before each document (prefix sums of n-1)
+    uint64_t *part_doc;   // [doc_shards+1] first document of each part
+    int32_t *pos;         // [local rows x seq_len] positions of the last batch
     // state
     epoch_cache cache[2];
     int cache_next;
@@ -195,6 +200,14 @@ static int add_piece(pt_loader *l, uint64_t start, uint32_t len, uint64_t *cap) 
 }
 
 static void add_document(pt_loader *l, uint64_t start, uint64_t n, uint64_t *cap) {
+    if (l->cfg.mode == PT_LOADER_DOCUMENTS) {
+        if (l->ndocs == *cap) {
+            *cap = *cap ? 2 * *cap : 1024;
+            l->doc_start = pt_realloc(l->doc_start, (*cap + 1) * sizeof *l->doc_start);
+        }
+        l->doc_start[l->ndocs++] = start;
+        return;
+    }
     l->ndocs++;
     if (n < 2) return;
     const uint64_t m = n - 1, maxb = (uint64_t)l->buckets[l->nb - 1];
@@ -330,12 +343,13 @@ static int open_shards(pt_loader *l, const char *path) {
         pt_sha256_final_hex(stream, l->sha);
         stream = NULL;
     }
-    if (l->cfg.mode == PT_LOADER_PADDED) {
+    if (l->cfg.mode != PT_LOADER_PACKED) {
         if (l->cfg.eos_id > 0) l->eos = (uint32_t)l->cfg.eos_id;
         else if (ds.eos_id >= 0) l->eos = (uint32_t)ds.eos_id;
         else {
-            pt_set_error("%s: padded mode needs the end-of-document id, which %s: use the data set directory "
+            pt_set_error("%s: %s mode needs the end-of-document id, which %s: use the data set directory "
                          "(or its dataset.json) that `portatrain tokenize` wrote, which records \"eos_id\"", path,
+                         l->cfg.mode == PT_LOADER_PADDED ? "padded" : "documents",
                          is_ds ? "this dataset.json does not record (\"eos_id\": -1)" : "a bare shard does not record");
             goto done;
         }
@@ -350,17 +364,114 @@ done:
     return rc;
 }
 
+// ---------------------------------------------------------------- documents mode
+
+static int parts(const pt_loader *l) { return l->cfg.doc_shards > 1 ? l->cfg.doc_shards : 1; }
+
+// Splits the scanned documents into the parts (Hugging Face's contiguous
+// Dataset.shard) and counts each document's triples.
+static int setup_documents(pt_loader *l, const char *path) {
+    const int S = parts(l);
+    const uint64_t D = l->ndocs;
+    if (l->cfg.shuffle) {
+        pt_set_error("data loader: documents mode reads the documents in order (as TorchTitan) and cannot shuffle");
+        return -1;
+    }
+    if (l->cfg.rows_per_step % S != 0) {
+        pt_set_error("data loader: the global batch of %d rows does not divide into %d document parts",
+                     l->cfg.rows_per_step, S);
+        return -1;
+    }
+    if (!l->doc_start) l->doc_start = pt_malloc(sizeof *l->doc_start);
+    l->doc_start[D] = l->ntok;
+    l->doc_pairs = pt_malloc((D + 1) * sizeof *l->doc_pairs);
+    l->doc_pairs[0] = 0;
+    for (uint64_t d = 0; d < D; d++) {
+        uint64_t n = l->doc_start[d + 1] - l->doc_start[d];
+        l->doc_pairs[d + 1] = l->doc_pairs[d] + (n > 1 ? n - 1 : 0);
+    }
+    l->part_doc = pt_malloc(((size_t)S + 1) * sizeof *l->part_doc);
+    const uint64_t div = D / (uint64_t)S, mod = D % (uint64_t)S;
+    for (int p = 0; p <= S; p++) l->part_doc[p] = div * (uint64_t)p + ((uint64_t)p < mod ? (uint64_t)p : mod);
+    for (int p = 0; p < S; p++)
+        if (l->doc_pairs[l->part_doc[p + 1]] == l->doc_pairs[l->part_doc[p]]) {
+            pt_set_error("%s: document part %d of %d (documents %llu..%llu of %llu) holds no token with a next token",
+                         path, p, S, (unsigned long long)l->part_doc[p], (unsigned long long)l->part_doc[p + 1],
+                         (unsigned long long)D);
+            return -1;
+        }
+    l->nrows = l->doc_pairs[D] / (uint64_t)l->cfg.seq_len;
+    if (l->nrows == 0) {
+        pt_set_error("%s: %llu input tokens in %llu documents are too few for one row of seq_len = %d", path,
+                     (unsigned long long)l->doc_pairs[D], (unsigned long long)D, l->cfg.seq_len);
+        return -1;
+    }
+    l->pos = pt_malloc((size_t)pt_loader_local_rows(l) * (size_t)l->cfg.seq_len * sizeof *l->pos);
+    return 0;
+}
+
+// The document holding triple x: the last d in [lo, hi) with doc_pairs[d] <= x.
+static uint64_t doc_of_pair(const pt_loader *l, uint64_t x, uint64_t lo, uint64_t hi) {
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (l->doc_pairs[mid] <= x) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// Row k of part p's triple stream into in/lab/pos [T].
+static void documents_row(const pt_loader *l, int p, uint64_t k, int32_t *in, int32_t *lab, int32_t *pos) {
+    const int T = l->cfg.seq_len;
+    const uint64_t d0 = l->part_doc[p], d1 = l->part_doc[p + 1];
+    const uint64_t base = l->doc_pairs[d0], n = l->doc_pairs[d1] - base;
+    uint64_t x = base + (uint64_t)((unsigned __int128)k * (unsigned)T % n);
+    uint64_t d = doc_of_pair(l, x, d0, d1);
+    for (int t = 0; t < T; t++) {
+        while (l->doc_pairs[d + 1] <= x) d++;  // skips documents of one token
+        const uint64_t off = x - l->doc_pairs[d];
+        uint32_t two[2];
+        copy_tokens(l, l->doc_start[d] + off, 2, two);
+        in[t] = (int32_t)two[0];
+        lab[t] = (int32_t)two[1];
+        pos[t] = (int32_t)off;
+        if (++x == base + n) x = base, d = d0;  // the stream wraps to the part's start
+    }
+    // A document continued from the previous row starts at position 0 here.
+    const int32_t shift = pos[0];
+    for (int t = 0; t < T && shift > 0 && pos[t] != 0; t++) pos[t] -= shift;
+}
+
+static void documents_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *labels) {
+    const int T = l->cfg.seq_len, B = l->cfg.rows_per_step, b = B / parts(l);
+    const int local = pt_loader_local_rows(l), first = l->cfg.dp_rank * local;
+    for (int r = 0; r < local; r++) {
+        const int j = first + r;
+        const size_t o = (size_t)r * T;
+        documents_row(l, j / b, step * (uint64_t)b + (uint64_t)(j % b), inputs + o, labels + o, l->pos + o);
+    }
+}
+
+const int32_t *pt_loader_last_positions(const pt_loader *l) {
+    return l->cfg.mode == PT_LOADER_DOCUMENTS ? l->pos : NULL;
+}
+
+static const char *mode_name(pt_loader_mode m) {
+    return m == PT_LOADER_PACKED ? "packed" : m == PT_LOADER_PADDED ? "padded" : "documents";
+}
+
 static void make_state_key(pt_loader *l) {
     const pt_loader_config *c = &l->cfg;
     char buf[1024];
     int n = snprintf(buf, sizeof buf, "portatrain-loader-v1 data=%s mode=%s T=%d B=%d shuffle=%d seed=%llu", l->sha,
-                     c->mode == PT_LOADER_PACKED ? "packed" : "padded", c->seq_len, c->rows_per_step,
+                     mode_name(c->mode), c->seq_len, c->rows_per_step,
                      c->shuffle ? 1 : 0, (unsigned long long)(c->shuffle ? c->seed : 0));
     if (c->mode == PT_LOADER_PADDED) {
         n += snprintf(buf + n, sizeof buf - n, " eos=%u long=%s group=%d buckets=", l->eos,
                       c->long_docs == PT_LOADER_TRUNCATE_LONG ? "truncate" : "split", c->group_by_bucket ? 1 : 0);
         for (int b = 0; b < l->nb; b++) n += snprintf(buf + n, sizeof buf - n, "%s%d", b ? "," : "", l->buckets[b]);
     }
+    if (c->mode == PT_LOADER_DOCUMENTS) n += snprintf(buf + n, sizeof buf - n, " eos=%u parts=%d", l->eos, parts(l));
     // "wrap" keeps the key it had before epoch boundaries were configurable (old checkpoints resume). The
     // micro-batch size changes the rows only with drop_last (so a checkpoint moves between layouts otherwise).
     if (l->hf) n += snprintf(buf + n, sizeof buf - n, " epochs=hf");
@@ -381,7 +492,7 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
                      cfg->rows_per_step, cfg->dp_world);
         return NULL;
     }
-    if (cfg->mode != PT_LOADER_PACKED && cfg->mode != PT_LOADER_PADDED) {
+    if (cfg->mode != PT_LOADER_PACKED && cfg->mode != PT_LOADER_PADDED && cfg->mode != PT_LOADER_DOCUMENTS) {
         pt_set_error("data loader: unknown mode %d", (int)cfg->mode);
         return NULL;
     }
@@ -405,6 +516,9 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
                          (unsigned long long)l->ntok, cfg->seq_len + 1);
             goto fail;
         }
+    } else if (cfg->mode == PT_LOADER_DOCUMENTS) {
+        scan_documents(l);
+        if (setup_documents(l, cfg->data_path) != 0) goto fail;
     } else {
         scan_documents(l);
         if (l->nrows == 0) {
@@ -414,7 +528,7 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
         }
     }
     const uint64_t B = (uint64_t)cfg->rows_per_step;
-    if (cfg->epochs == PT_LOADER_EPOCHS_HF) {
+    if (cfg->epochs == PT_LOADER_EPOCHS_HF && cfg->mode != PT_LOADER_DOCUMENTS) {
         l->hf = true;
         l->M = cfg->micro_rows > 0 ? (uint64_t)cfg->micro_rows : B;
         if (B % l->M != 0) {
@@ -434,7 +548,9 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
         l->order_len = grouped(l) ? l->S * B : l->nrows;
     } else {
         if (cfg->drop_last) {
-            pt_set_error("data loader: drop_last needs \"hf\" epoch boundaries (\"wrap\" has no last batch)");
+            pt_set_error(cfg->mode == PT_LOADER_DOCUMENTS ? "data loader: documents mode is one endless stream: no "
+                                                            "epoch's last batch to drop (drop_last)" :
+                         "data loader: drop_last needs \"hf\" epoch boundaries (\"wrap\" has no last batch)");
             goto fail;
         }
         l->R = grouped(l) ? (l->nrows + B - 1) / B * B : l->nrows;
@@ -462,6 +578,10 @@ void pt_loader_free(pt_loader *l) {
     free(l->starts);
     free(l->piece_start);
     free(l->piece_len);
+    free(l->doc_start);
+    free(l->doc_pairs);
+    free(l->part_doc);
+    free(l->pos);
     for (int i = 0; i < 2; i++) free(l->cache[i].order);
     free(l->scratch);
     free(l->grow);
@@ -501,7 +621,7 @@ double pt_loader_padding_fraction(const pt_loader *l) {
 }
 double pt_loader_last_padding_fraction(const pt_loader *l) { return l->last_pad; }
 int pt_loader_buckets(const pt_loader *l, const int **buckets) {
-    if (l->cfg.mode == PT_LOADER_PACKED) {
+    if (l->cfg.mode != PT_LOADER_PADDED) {
         *buckets = &l->cfg.seq_len;
         return 1;
     }
@@ -513,6 +633,14 @@ const char *pt_loader_state_key(const pt_loader *l) { return l->key; }
 int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *labels, int *row_len) {
     const int T = l->cfg.seq_len, B = l->cfg.rows_per_step;
     const int local = pt_loader_local_rows(l), first = l->cfg.dp_rank * local;
+    if (l->cfg.mode == PT_LOADER_DOCUMENTS) {
+        documents_batch(l, step, inputs, labels);
+        *row_len = T;
+        l->last_real = B;
+        l->last_pad = 0;
+        l->all_positions += (uint64_t)B * (uint64_t)T;
+        return 0;
+    }
     if (l->cfg.mode == PT_LOADER_PACKED) {
         int real = B;
         if (l->hf)  // the global batch's rows (the same on every rank)

@@ -56,13 +56,29 @@
 // is cut into S batches of B positions, positions >= U empty, and the S batches
 // permuted if shuffled (so the short batch may come anywhere in the epoch).
 //
+// Documents mode (TorchTitan's packing): every document (ending at the EOS
+// id, as in padded mode) of n tokens gives n-1 (input, label, position)
+// triples (d[i], d[i+1], i): a label never crosses a document boundary. The
+// triples of all documents, in order, form an endless stream (the end of the
+// data wraps to its start, as TorchTitan's re-looping data set); row k is
+// triples [k*T, (k+1)*T). A document may cross a row boundary; the leading
+// piece of a row then has its positions shifted to start at 0 (TorchTitan's
+// normalisation). Positions restart at 0 at every document, and attention is
+// masked per document (block-causal): pt_loader_last_positions. Documents
+// are never shuffled and every epoch is the stream's (wrap). With doc_shards
+// S > 1 the documents are split into S contiguous parts as Hugging Face's
+// split_dataset_by_node splits a data set (the first ndocs mod S parts get
+// one more), each part its own stream, and global row j of a step comes from
+// part j / (B/S): so S data-parallel ranks read what TorchTitan's S data
+// ranks read, and any other rank count reads the same global batch.
+//
 // Layout: inputs and labels are dense [local_rows x row_len] int32 (row stride
 // row_len); the buffers must hold local_rows x seq_len.
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { PT_LOADER_PACKED = 0, PT_LOADER_PADDED = 1 } pt_loader_mode;
+typedef enum { PT_LOADER_PACKED = 0, PT_LOADER_PADDED = 1, PT_LOADER_DOCUMENTS = 2 } pt_loader_mode;
 typedef enum { PT_LOADER_SPLIT_LONG = 0, PT_LOADER_TRUNCATE_LONG = 1 } pt_loader_long_docs;
 typedef enum { PT_LOADER_EPOCHS_WRAP = 0, PT_LOADER_EPOCHS_HF = 1 } pt_loader_epochs;
 // pt_loader_row_of's value for a position that holds no row ("hf" epochs).
@@ -85,7 +101,9 @@ typedef struct {
     pt_loader_epochs epochs;
     int micro_rows;         // "hf": global rows per micro-batch (batch x data ranks); 0 = rows_per_step
     bool drop_last;         // "hf": drop each epoch's incomplete last micro-batch (HF dataloader_drop_last)
-    // ---- padded mode (ignored in packed mode) ----
+    // ---- documents mode: parts the documents are split into (0 or 1: one) ----
+    int doc_shards;
+    // ---- padded and documents modes (ignored in packed mode) ----
     // End-of-document id; 0 = take "eos_id" from dataset.json (a bare shard has
     // none: then it must be given). Token id 0 cannot serve as the EOS.
     int64_t eos_id;
@@ -107,8 +125,12 @@ int pt_loader_local_rows(const pt_loader *l);
 // [local_rows x row_len] int32 (labels -100 where ignored); *row_len is the
 // row length used (seq_len in packed mode, a bucket in padded mode).
 int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *labels, int *row_len);
-// Distinct rows available per epoch: windows (packed) or document pieces
-// (padded; pieces = documents when none is split).
+// Documents mode: the positions of the last pt_loader_batch call's rows
+// ([local_rows x seq_len], restarting at 0 at each document); NULL otherwise.
+const int32_t *pt_loader_last_positions(const pt_loader *l);
+// Distinct rows available per epoch: windows (packed), document pieces
+// (padded; pieces = documents when none is split), or whole rows of the
+// triple stream (documents).
 uint64_t pt_loader_num_rows(const pt_loader *l);
 // sha256 (hex) of the data, for the run manifest: the shard file's sha256 for
 // a single shard; for a data set, the sha256 of the concatenated token bodies
@@ -136,7 +158,7 @@ double pt_loader_epochs_done(const pt_loader *l, uint64_t steps);
 // (rows_per_step unless "hf" epochs gave it empty rows; the same on every rank).
 int pt_loader_last_real_rows(const pt_loader *l);
 uint64_t pt_loader_num_tokens(const pt_loader *l);
-// Documents found (padded mode: by EOS; packed mode: 0, documents are not scanned).
+// Documents found (padded and documents modes: by EOS; packed mode: 0, documents are not scanned).
 uint64_t pt_loader_num_documents(const pt_loader *l);
 // Padded mode: fraction of the positions that are padding, over the global
 // batches of all pt_loader_batch calls so far (the same on every rank), and for

@@ -490,13 +490,14 @@ void pt_parallel_clip(pt_parallel *P, double total_norm, double max_norm) {
     if (coef < 1.0f) P->be->ops->scale(P->be, P->g, coef, P->plan.shard_numel);
 }
 
-void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float eps, float wd, int t_step) {
+void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float eps, float wd, bool decay_all,
+                       int t_step) {
     for (int i = 0; i < P->plan.nt; i++) {
         const pt_plan_tensor *t = &P->plan.t[i];
         const size_t n = (size_t)t->sshape[0] * t->sshape[1], o = t->shard_offset;
         if (!n) continue;
-        P->be->ops->adamw(P->be, P->p + o, P->g + o, P->mo + o, P->vo + o, n, lr, beta1, beta2, eps, t->decays ? wd : 0.0f,
-                     t_step);
+        P->be->ops->adamw(P->be, P->p + o, P->g + o, P->mo + o, P->vo + o, n, lr, beta1, beta2, eps,
+                          t->decays || decay_all ? wd : 0.0f, t_step);
     }
     for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;  // the gathered copies are stale now
 }

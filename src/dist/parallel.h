@@ -55,8 +55,9 @@ void pt_parallel_finish_grads(pt_parallel *P);
 // Global L2 norm of the gradient (fp64, fixed order; the same on every rank).
 double pt_parallel_grad_norm(pt_parallel *P);
 void pt_parallel_clip(pt_parallel *P, double total_norm, double max_norm);
-// AdamW on the shards (t = the step count after this update).
-void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float eps, float wd, int t);
+// AdamW on the shards (t = the step count after this update); weight decay on
+// HF's groups (norm weights excluded) unless decay_all (TorchTitan's default).
+void pt_parallel_adamw(pt_parallel *P, float lr, float beta1, float beta2, float eps, float wd, bool decay_all, int t);
 // Whether weights and moments are all finite (on every rank).
 int pt_parallel_all_finite(pt_parallel *P, int include_moments);
 

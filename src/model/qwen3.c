@@ -226,6 +226,15 @@ static void free_activations(qwen3_model *m) {
     if (m->act_memory) be->ops->free(be, m->act_memory);
     if (m->ids) be->ops->free(be, m->ids);
     if (m->targets) be->ops->free(be, m->targets);
+    if (m->pos) be->ops->free(be, m->pos);
+    if (m->pos_cos) be->ops->free(be, m->pos_cos);
+    if (m->pos_sin) be->ops->free(be, m->pos_sin);
+    free(m->host_rope_cos);
+    free(m->host_rope_sin);
+    m->host_rope_cos = m->host_rope_sin = NULL;
+    m->pos = NULL;
+    m->pos_cos = m->pos_sin = NULL;
+    m->use_pos = 0;
     free(m->acts);
     free(m->host_ids);
     free(m->host_targets);
@@ -372,6 +381,9 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     m->targets = be->ops->alloc(be, sizeof(int32_t) * N);
     m->host_ids = pt_malloc(sizeof(int32_t) * N);
     m->host_targets = pt_malloc(sizeof(int32_t) * N);
+    m->pos = be->ops->alloc(be, sizeof(int32_t) * N);
+    m->pos_cos = be->ops->alloc(be, sizeof(real_t) * N * D);
+    m->pos_sin = be->ops->alloc(be, sizeof(real_t) * N * D);
     real_t *cs = pt_malloc(sizeof(real_t) * (size_t)T * D), *sn = pt_malloc(sizeof(real_t) * (size_t)T * D);
     rope_tables(c, T, cs, sn);
     be->ops->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
@@ -380,8 +392,8 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
         be->ops->round_bf16(be, m->rope_cos, m->rope_cos, (size_t)T * D);
         be->ops->round_bf16(be, m->rope_sin, m->rope_sin, (size_t)T * D);
     }
-    free(cs);
-    free(sn);
+    m->host_rope_cos = cs;
+    m->host_rope_sin = sn;
     m->max_B = B;
     m->max_T = T;
     return 0;
@@ -446,6 +458,24 @@ static void lm_head_xent(qwen3_model *m, double *loss_sum, real_t *dinp, real_t 
         be->ops->lm_head_xent(be, loss_sum, dinp, dw, m->lnf, m->lm_head, m->targets, N, C, V, scale);
 }
 
+// RoPE on x[B,T,NH,D] at the current positions: per-token rows make the batch
+// one sequence of B*T tokens.
+static void rope_fwd(qwen3_model *m, real_t *x, int B, int T, int NH) {
+    pt_backend *be = m->be;
+    const int D = m->cfg.head_dim;
+    if (m->use_pos) be->ops->rope_forward(be, x, x, m->pos_cos, m->pos_sin, 1, B * T, NH, D);
+    else be->ops->rope_forward(be, x, x, m->rope_cos, m->rope_sin, B, T, NH, D);
+}
+
+static void rope_bwd(qwen3_model *m, real_t *dx, int B, int T, int NH) {
+    pt_backend *be = m->be;
+    const int D = m->cfg.head_dim;
+    if (m->use_pos) be->ops->rope_backward(be, dx, dx, m->pos_cos, m->pos_sin, 1, B * T, NH, D);
+    else be->ops->rope_backward(be, dx, dx, m->rope_cos, m->rope_sin, B, T, NH, D);
+}
+
+static const int32_t *att_pos(const qwen3_model *m) { return m->use_pos ? m->pos : NULL; }
+
 // One decoder layer forward: res_out = layer(a->res_in). With `for_backward`
 // (recomputing a checkpointed layer) it stops after SwiGLU: backward needs no
 // down_proj output.
@@ -467,9 +497,9 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     cast(m, a->v, (size_t)N * KV * D);
     be->ops->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
     be->ops->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
-    be->ops->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
-    be->ops->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
-    be->ops->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
+    rope_fwd(m, a->q, B, T, H);
+    rope_fwd(m, a->k, B, T, KV);
+    be->ops->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, att_pos(m), B, T, H, KV, D);
     cast(m, a->att_out, (size_t)N * H * D);
     linear_forward(m, a->res_mid, a->att_out, p->o, N, H * D, C);
     tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
@@ -504,8 +534,8 @@ static void layer_recompute_cheap(qwen3_model *m, int l, int B, int T) {
     be->ops->rmsnorm_forward(be, a->ln1, a->ln1_rstd, a->res_in, p->input_norm, N, C, eps);
     be->ops->rmsnorm_forward(be, a->q, a->q_rstd, a->q_raw, p->q_norm, N * H, D, eps);
     be->ops->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
-    be->ops->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
-    be->ops->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
+    rope_fwd(m, a->q, B, T, H);
+    rope_fwd(m, a->k, B, T, KV);
     be->ops->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
     be->ops->swiglu_forward(be, a->act, a->gate, a->up, (size_t)N * I);
 }
@@ -528,10 +558,49 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
     be->ops->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
 }
 
+void qwen3_set_positions(qwen3_model *m, const int32_t *pos) { m->next_pos = pos; }
+
+// The next forward's positions to the backend: checked (a document starts at
+// 0 and counts up by one; no position reaches before its row), and their RoPE
+// rows gathered from the tables, so RoPE runs as one sequence of N tokens.
+static int upload_positions(qwen3_model *m, int B, int T) {
+    const int32_t *pos = m->next_pos;
+    m->next_pos = NULL;
+    m->use_pos = pos != NULL;
+    if (!pos) return 0;
+    pt_backend *be = m->be;
+    const size_t N = (size_t)B * T, D = (size_t)m->cfg.head_dim;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const int32_t p = pos[(size_t)b * T + t];
+            if (p < 0 || p > t || (p > 0 && (t == 0 || pos[(size_t)b * T + t - 1] != p - 1))) {
+                pt_set_error("positions: row %d token %d has position %d (a document starts at 0 and counts up by "
+                             "one within its row)", b, t, (int)p);
+                return -1;
+            }
+        }
+    real_t *cs = pt_malloc(sizeof(real_t) * N * D), *sn = pt_malloc(sizeof(real_t) * N * D);
+    for (size_t i = 0; i < N; i++) {
+        memcpy(cs + i * D, m->host_rope_cos + (size_t)pos[i] * D, sizeof(real_t) * D);
+        memcpy(sn + i * D, m->host_rope_sin + (size_t)pos[i] * D, sizeof(real_t) * D);
+    }
+    be->ops->upload(be, m->pos, pos, sizeof(int32_t) * N);
+    be->ops->upload(be, m->pos_cos, cs, sizeof(real_t) * N * D);
+    be->ops->upload(be, m->pos_sin, sn, sizeof(real_t) * N * D);
+    if (m->bf16) {
+        be->ops->round_bf16(be, m->pos_cos, m->pos_cos, N * D);
+        be->ops->round_bf16(be, m->pos_sin, m->pos_sin, N * D);
+    }
+    free(cs);
+    free(sn);
+    return 0;
+}
+
 static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int *num_targets) {
     const size_t N = (size_t)B * T;
     if (check_ids(m, ids, targets, N) != 0) return -1;
     if (qwen3_alloc_activations(m, B, T) != 0) return -1;
+    if (upload_positions(m, B, T) != 0) return -1;
     refresh_working_weights(m);
     int count = 0;
     if (targets)
@@ -633,9 +702,9 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         linear_backward(m, m->d_att, dp->o, m->d_res, a->att_out, p->o, N, H * D, C);
         cast(m, m->d_att, (size_t)N * H * D);
         be->ops->attention_backward(be, m->d_q, m->d_k, m->d_v, m->d_att, a->q, a->k, a->v, a->att_out, a->att_saved,
-                               B, T, H, KV, D);
-        be->ops->rope_backward(be, m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D);
-        be->ops->rope_backward(be, m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, KV, D);
+                               att_pos(m), B, T, H, KV, D);
+        rope_bwd(m, m->d_q, B, T, H);
+        rope_bwd(m, m->d_k, B, T, KV);
         cast(m, m->d_q, (size_t)N * H * D);
         cast(m, m->d_k, (size_t)N * KV * D);
         cast(m, m->d_v, (size_t)N * KV * D);

@@ -94,6 +94,14 @@ struct qwen3_model {
     real_t *res_final;            // [N,C] stream after the last layer
     real_t *lnf, *lnf_rstd;       // [N,C], [N]
     real_t *rope_cos, *rope_sin;  // [max_T, D]
+    real_t *host_rope_cos, *host_rope_sin;  // [max_T, D] host copies (fp32) for per-token positions
+    // Per-token positions (qwen3_set_positions): the next forward's host
+    // positions, and the backend copies of the current one: positions [N] for
+    // the document-masked attention and their RoPE rows pos_cos/pos_sin [N,D].
+    const int32_t *next_pos;
+    int use_pos;
+    int32_t *pos;
+    real_t *pos_cos, *pos_sin;
     int32_t *ids, *targets;       // backend copies [N]
     // backward scratch
     real_t *d_res, *d_ln, *d_q, *d_k, *d_v, *d_att, *d_qn, *d_kn, *d_gate, *d_up, *d_act;
@@ -156,6 +164,15 @@ size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, i
 const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name);
 // Whether a tensor gets weight decay (HF Trainer: not norms or biases).
 int qwen3_tensor_decays(const qwen3_param_info *t);
+
+// Positions of the NEXT forward (or forward + backward) only: host [B,T], the
+// position of each token inside its document (0 at a document's start, then
+// +1 per token; TorchTitan's and HF's packed position_ids). Attention is then
+// masked per document (a token sees only earlier tokens of its document) and
+// RoPE uses these positions. NULL (and every forward without a call): row t
+// has position t, one causal sequence per row. The pointer must stay valid
+// until that forward returns; it is checked there (an error names the token).
+void qwen3_set_positions(qwen3_model *m, const int32_t *pos);
 
 // Forward on ids[B,T] (host). With targets (host, -100 = ignore) returns the
 // summed token loss in *loss_sum and the count in *num_targets; `logits_out`

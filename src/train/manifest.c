@@ -172,7 +172,7 @@ static cJSON *frozen_json(const pt_train_args *a, bool epochs_change_rows) {
     cJSON_AddNumberToObject(h, "adam_beta2", a->adam_beta2);
     cJSON_AddNumberToObject(h, "adam_epsilon", a->adam_epsilon);
     cJSON_AddNumberToObject(h, "max_grad_norm", a->max_grad_norm);
-    cJSON_AddStringToObject(h, "data_mode", a->padded ? "padded" : "packed");
+    cJSON_AddStringToObject(h, "data_mode", pt_data_mode_name(a));
     cJSON_AddBoolToObject(h, "shuffle", a->shuffle);
     // Only where they change the rows read (else absent, as in manifests written before they existed: compare
     // reads an absent pair as "wrap", false, and the rows are then the same under either).

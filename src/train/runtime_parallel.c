@@ -39,11 +39,6 @@ static int stream_block(void *ctx, const qwen3_param_info *t, int64_t row0, int6
 // block of rows at a time, never the whole model per rank.
 static int par_load_model(pt_trainer *t) {
     const char *dir = t->a.model_dir;
-    if (t->a.weight_decay_params == PT_WD_ALL) {  // the sharded AdamW (dist/parallel.c) keeps HF's groups
-        pt_set_error("--weight-decay-params all runs on a single process in this build (not under --tp/--fsdp/--dp)");
-        pt_trainer_set_usage_error(1);
-        return -1;
-    }
     qwen3_config cfg;
     const char *config = t->a.model_config;  // without it, MODEL/config.json alone
     if ((config ? hf_model_load_config_from(&cfg, dir, config) : hf_model_load_config(&cfg, dir)) != 0 ||
@@ -111,7 +106,7 @@ static void par_update(pt_trainer *t, long step, double gnorm, double lr) {
     pt_parallel_clip(t->P, gnorm, a->max_grad_norm);
     t->opt.t++;
     pt_parallel_adamw(t->P, (float)lr, (float)a->adam_beta1, (float)a->adam_beta2, (float)a->adam_epsilon,
-                      (float)a->weight_decay, t->opt.t);
+                      (float)a->weight_decay, a->weight_decay_params == PT_WD_ALL, t->opt.t);
 }
 
 // Communication of this rank (rank 0's; the layout is symmetric) and memory of every rank.

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
+const char *pt_data_mode_name(const pt_train_args *a) {
+    return a->padded ? "padded" : a->documents ? "documents" : "packed";
+}
 const char *pt_epoch_boundary_name(int e) { return e == PT_EPOCHS_WRAP ? "wrap" : "hf"; }
 
 void pt_train_legacy_loader_json(cJSON *o, bool all_fields) {
@@ -21,6 +24,7 @@ void pt_train_legacy_loader_json(cJSON *o, bool all_fields) {
     if (!all_fields) return;
     if (!cJSON_GetObjectItemCaseSensitive(o, "shuffle")) cJSON_AddFalseToObject(o, "shuffle");
     if (!cJSON_GetObjectItemCaseSensitive(o, "data_mode")) cJSON_AddStringToObject(o, "data_mode", "packed");
+    if (!cJSON_GetObjectItemCaseSensitive(o, "document_parts")) cJSON_AddNumberToObject(o, "document_parts", 1);
 }
 
 // ---------------------------------------------------------------- values
@@ -159,8 +163,12 @@ static int set_epoch_boundary(const pt_train_flag *f, const char *v, pt_train_ar
 
 static int set_data_mode(const pt_train_flag *f, const char *v, pt_train_args *a) {
     (void)f;
-    if (strcmp(v, "packed") && strcmp(v, "padded")) { pt_set_error("--data-mode must be packed or padded"); return -1; }
+    if (strcmp(v, "packed") && strcmp(v, "padded") && strcmp(v, "documents")) {
+        pt_set_error("--data-mode must be packed, padded or documents");
+        return -1;
+    }
     a->padded = !strcmp(v, "padded");
+    a->documents = !strcmp(v, "documents");
     return 0;
 }
 
@@ -252,7 +260,7 @@ static void record_json_text(const pt_train_flag *f, const pt_train_args *a, cJS
 }
 
 static void record_data_mode(const pt_train_flag *f, const pt_train_args *a, cJSON *o) {
-    cJSON_AddStringToObject(o, f->key, a->padded ? "padded" : "packed");
+    cJSON_AddStringToObject(o, f->key, pt_data_mode_name(a));
 }
 
 static void record_epoch_boundary(const pt_train_flag *f, const pt_train_args *a, cJSON *o) {
@@ -353,8 +361,15 @@ const pt_train_flag pt_train_flags[] = {
     {"--shuffle", "shuffle", PT_FLAG_BOOL, OFF(shuffle), .json = cJSON_True, .recipe = true, .usage = "--shuffle",
      .help = "shuffle rows with a seeded permutation per epoch"},
     {"--data-mode", "data_mode", PT_FLAG_STRING, 0, .json = cJSON_String, .recipe = true,
-     .usage = "--data-mode packed|padded", .help = "packed windows (default) or one document per row",
+     .usage = "--data-mode packed|padded|documents",
+     .help = "packed windows (default), one document per row, or TorchTitan's\n"
+             "packing: EOS per document, attention masked per document,\n"
+             "positions restarting at each document",
      .set = set_data_mode, .record = record_data_mode},
+    {"--document-parts", "document_parts", PT_FLAG_INT, OFF(document_parts), .min = 1, .max = 1 << 20,
+     .json = cJSON_Number, .recipe = true, .def = "1", .usage = "--document-parts N",
+     .help = "documents mode: split the documents into N contiguous parts\n"
+             "read side by side, as TorchTitan's N data-parallel ranks do ({})"},
     {"--epoch-boundary", "epoch_boundary", PT_FLAG_STRING, 0, .json = cJSON_String, .recipe = true,
      .usage = "--epoch-boundary hf|wrap",
      .help = "hf (default): as HF's Trainer, each epoch starts at its first\n"
@@ -613,6 +628,15 @@ int pt_train_args_check(const pt_train_args *a, pt_lr_schedule *sched) {
     }
     if (a->save_steps == PT_SAVE_STEPS_AUTO && !(a->mtbf_hours > 0)) {
         pt_set_error("--save-steps auto needs --mtbf-hours H (the mean time between failures it optimises for)");
+        return -1;
+    }
+    if (a->documents && (a->epoch_boundary == PT_EPOCHS_HF || a->dataloader_drop_last > 0 || a->shuffle)) {
+        pt_set_error("--data-mode documents reads one endless stream in order, as TorchTitan: it takes no "
+                     "--epoch-boundary hf, --dataloader-drop-last or --shuffle");
+        return -1;
+    }
+    if (a->document_parts > 1 && !a->documents) {
+        pt_set_error("--document-parts needs --data-mode documents");
         return -1;
     }
     if (a->dataloader_drop_last > 0 && a->epoch_boundary == PT_EPOCHS_WRAP) {

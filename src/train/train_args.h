@@ -37,6 +37,8 @@ typedef struct {
     int seq_len;              // required
     bool shuffle;             // false (core issue semantics: sequential windows)
     bool padded;              // one document per row, bucketed lengths (else packed windows)
+    bool documents;           // TorchTitan's packing: documents masked apart, positions per document
+    int document_parts;       // documents mode: contiguous parts of the documents, one stream each (1)
     // Epoch boundaries (data/loader.h): PT_EPOCHS_HF (default: as HF's Trainer, a short last step per epoch)
     // or PT_EPOCHS_WRAP (full steps straddling epochs). PT_EPOCHS_UNSET: a resume takes the
     // checkpoint's (absent there: PT_EPOCHS_LEGACY), a fresh run hf. Resolved by pt_train.
@@ -139,3 +141,5 @@ int pt_train_args_check(const pt_train_args *a, pt_lr_schedule *sched);
 struct cJSON *pt_train_args_json(const pt_train_args *a, const pt_mesh *mesh, int world);
 // "hf" or "wrap" (train_args.json, manifest, checkpoint state).
 const char *pt_epoch_boundary_name(int epoch_boundary);
+// "packed", "padded" or "documents".
+const char *pt_data_mode_name(const pt_train_args *a);

@@ -72,6 +72,7 @@ static int forward_backward(pt_trainer *t, step_state *s) {
     const size_t rows = (size_t)B * accum;
     s->row_len = t->a.seq_len;
     if (pt_loader_batch(t->loader, (uint64_t)s->step, t->ids, t->labels, &s->row_len) != 0) return -1;
+    const int32_t *pos = pt_loader_last_positions(t->loader);  // documents mode: per-document positions
     long targets = 0;
     for (size_t i = 0; i < rows * (size_t)s->row_len; i++) targets += t->labels[i] != -100;
     s->batch_fp = batch_fingerprint(t, rows, s->row_len);
@@ -85,6 +86,7 @@ static int forward_backward(pt_trainer *t, step_state *s) {
         double ls = 0;
         int nt = 0;
         size_t off = (size_t)mb * B * s->row_len;
+        if (pos) qwen3_set_positions(t->mdl, pos + off);
         if (qwen3_forward_backward(t->mdl, t->ids + off, t->labels + off, B, s->row_len, scale, &ls, &nt) != 0)
             return -1;
         loss_sum += ls;

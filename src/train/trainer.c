@@ -121,7 +121,8 @@ static int resolve_epochs(pt_train_args *a, ckpt **resume_ckpt, char *open_error
         }
         pt_clear_error();  // no checkpoint: the resume below reports it
     }
-    if (a->epoch_boundary == PT_EPOCHS_UNSET) a->epoch_boundary = PT_EPOCHS_HF;
+    // documents mode is one endless stream (TorchTitan's): its steps straddle epochs as "wrap" says
+    if (a->epoch_boundary == PT_EPOCHS_UNSET) a->epoch_boundary = a->documents ? PT_EPOCHS_WRAP : PT_EPOCHS_HF;
     if (a->dataloader_drop_last < 0) a->dataloader_drop_last = 0;
     if (a->dataloader_drop_last && a->epoch_boundary != PT_EPOCHS_HF) {
         pt_set_error("--dataloader-drop-last needs --epoch-boundary hf (wrap has no last batch to drop)");
@@ -315,7 +316,8 @@ static int open_loader(pt_trainer *t) {
     t->rows_per_step = B * accum * t->data_world;
     pt_loader_config lc = {.data_path = a->data_path, .seq_len = a->seq_len, .rows_per_step = t->rows_per_step,
                            .dp_rank = t->data_rank, .dp_world = t->data_world,
-                           .mode = a->padded ? PT_LOADER_PADDED : PT_LOADER_PACKED, .shuffle = a->shuffle,
+                           .mode = a->padded ? PT_LOADER_PADDED : a->documents ? PT_LOADER_DOCUMENTS : PT_LOADER_PACKED,
+                           .doc_shards = a->document_parts, .shuffle = a->shuffle,
                            .seed = a->seed, .model_vocab = (uint32_t)t->gcfg->vocab_size,
                            // the global micro-batch: every data rank's per-device batch (docs/DATA.md)
                            .epochs = a->epoch_boundary == PT_EPOCHS_WRAP ? PT_LOADER_EPOCHS_WRAP : PT_LOADER_EPOCHS_HF,
