@@ -469,7 +469,7 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     be->ops->rmsnorm_forward(be, a->k, a->k_rstd, a->k_raw, p->k_norm, N * KV, D, eps);
     be->ops->rope_forward(be, a->q, a->q, m->rope_cos, m->rope_sin, B, T, H, D);
     be->ops->rope_forward(be, a->k, a->k, m->rope_cos, m->rope_sin, B, T, KV, D);
-    be->ops->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, B, T, H, KV, D);
+    be->ops->attention_forward(be, a->att_out, a->att_saved, a->q, a->k, a->v, NULL, B, T, H, KV, D);
     cast(m, a->att_out, (size_t)N * H * D);
     linear_forward(m, a->res_mid, a->att_out, p->o, N, H * D, C);
     tp_allreduce(m, a->res_mid, (size_t)N * C);  // o_proj is row-parallel: partial sums
@@ -633,7 +633,7 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         linear_backward(m, m->d_att, dp->o, m->d_res, a->att_out, p->o, N, H * D, C);
         cast(m, m->d_att, (size_t)N * H * D);
         be->ops->attention_backward(be, m->d_q, m->d_k, m->d_v, m->d_att, a->q, a->k, a->v, a->att_out, a->att_saved,
-                               B, T, H, KV, D);
+                               NULL, B, T, H, KV, D);
         be->ops->rope_backward(be, m->d_q, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D);
         be->ops->rope_backward(be, m->d_k, m->d_k, m->rope_cos, m->rope_sin, B, T, KV, D);
         cast(m, m->d_q, (size_t)N * H * D);
