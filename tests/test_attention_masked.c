@@ -1,6 +1,6 @@
 // Document-masked (block-causal) attention, backend.h's `pos` contract, on
-// every backend this build has (cpu-ref, cpu, opencl, cuda-sim; a backend not
-// built or without a device is skipped and said so):
+// every backend this build has (cpu-ref, cpu, opencl, cuda-sim, cuda on a
+// GPU; a backend not built or without a device is skipped and said so):
 // - forward out and backward dq, dk, dv with packed documents against a
 //   float64 reference computed here, B = 2 rows (one starting with the short
 //   tail of a document, one a single document), GQA H = 4, KV = 2, on T = 37
@@ -313,14 +313,14 @@ int main(void) {
         case_init(&cases[i]);
         check_reference_gradients(&cases[i]);
     }
-    const char *specs[] = {"cpu-ref", "cpu", "opencl", "cuda-sim"};
+    const char *specs[] = {"cpu-ref", "cpu", "opencl", "cuda-sim", "cuda"};
     int ran = 0;
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 5; s++) {
         pt_backend *be = pt_backend_create(specs[s]);
         if (!be) {
             const char *e = pt_last_error();
-            const bool absent = strstr(e, "no OpenCL platform") || strstr(e, "unknown backend") ||
-                                strstr(e, "not built into this binary");
+            const bool absent = strstr(e, "no OpenCL platform") || strstr(e, "no CUDA device") ||
+                                strstr(e, "unknown backend") || strstr(e, "not built into this binary");
             CHECK(absent || s >= 2, "%s backend: %s", specs[s], e);  // cpu-ref and cpu are always built
             printf("SKIP %s: %s\n", specs[s], e);
             continue;
