@@ -185,16 +185,16 @@ static void check_attention(int B, int T, int H, int KV, int D) {
     float *tmp = test_rnd(ns > nq ? ns : nq, 1);
     float *dQ = putf(q, nq), *dK = putf(k, nk), *dV = putf(v, nk), *dGO = putf(go, nq), *dO = putf(tmp, nq),
           *dS = putf(tmp, ns);
-    ref->ops->attention_forward(ref, o1, s1, q, k, v, B, T, H, KV, D);
-    dev->ops->attention_forward(dev, dO, dS, dQ, dK, dV, B, T, H, KV, D);
+    ref->ops->attention_forward(ref, o1, s1, q, k, v, NULL, B, T, H, KV, D);
+    dev->ops->attention_forward(dev, dO, dS, dQ, dK, dV, NULL, B, T, H, KV, D);
     float *o2 = get(dO, nq);
     char what[96];
     snprintf(what, sizeof what, "attention_forward B%d T%d H%d KV%d D%d", B, T, H, KV, D);
     test_cmp(what, o2, o1, nq, 1e-5);
     float *dq1 = test_rnd(nq, 1), *dk1 = test_rnd(nk, 1), *dv1 = test_rnd(nk, 1);
     float *dDQ = putf(tmp, nq), *dDK = putf(tmp, nk), *dDV = putf(tmp, nk);  // OVERWRITTEN: garbage in
-    ref->ops->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, B, T, H, KV, D);
-    dev->ops->attention_backward(dev, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, B, T, H, KV, D);
+    ref->ops->attention_backward(ref, dq1, dk1, dv1, go, q, k, v, o1, s1, NULL, B, T, H, KV, D);
+    dev->ops->attention_backward(dev, dDQ, dDK, dDV, dGO, dQ, dK, dV, dO, dS, NULL, B, T, H, KV, D);
     float *dq2 = get(dDQ, nq), *dk2 = get(dDK, nk), *dv2 = get(dDV, nk);
     snprintf(what, sizeof what, "attention_backward dq T%d D%d", T, D);
     test_cmp(what, dq2, dq1, nq, 1e-5);

@@ -73,13 +73,25 @@ typedef struct pt_backend_ops {
     // Causal GQA attention. q[B,T,H,D], k,v[B,T,KV,D] -> out[B,T,H,D];
     // KV head j serves query heads j*(H/KV) .. (j+1)*(H/KV)-1; scale D^-0.5.
     // `saved` holds whatever the backward needs (attention_saved_floats).
+    //
+    // Document masking (several documents packed in one row): `pos` is backend
+    // memory, int32 [B,T], the position of each token inside its document, or
+    // NULL. NULL: plain causal attention, query t sees keys 0..t. Non-NULL:
+    // query t of row b sees the keys j of row b with
+    //     t - pos[b*T+t] <= j <= t
+    // (t - pos[b*T+t] is where its document starts in the row); the caller
+    // guarantees 0 <= pos[b*T+t] <= t. Masked keys are skipped, never added as
+    // exp(-inf) terms, so on cpu-ref and cpu a pos with pos[b*T+t] == t for
+    // every t gives results bitwise identical to pos == NULL, and changing the
+    // (finite) k or v of another document leaves a document's out bitwise
+    // unchanged. The backward takes the same pos as the forward it follows.
     size_t (*attention_saved_floats)(pt_backend *be, int B, int T, int H, int D);
     void (*attention_forward)(pt_backend *be, real_t *out, real_t *saved, const real_t *q, const real_t *k,
-                              const real_t *v, int B, int T, int H, int KV, int D);
+                              const real_t *v, const int32_t *pos, int B, int T, int H, int KV, int D);
     // dq, dk, dv are OVERWRITTEN.
     void (*attention_backward)(pt_backend *be, real_t *dq, real_t *dk, real_t *dv, const real_t *dout,
                                const real_t *q, const real_t *k, const real_t *v, const real_t *out,
-                               const real_t *saved, int B, int T, int H, int KV, int D);
+                               const real_t *saved, const int32_t *pos, int B, int T, int H, int KV, int D);
 
     // out[n] = silu(gate[n]) * up[n]
     void (*swiglu_forward)(pt_backend *be, real_t *out, const real_t *gate, const real_t *up, size_t n);

@@ -566,24 +566,37 @@ static size_t att_scratch_floats(int T, int D, int G) {
     return (n + 15) & ~(size_t)15;
 }
 
+// First key row t sees: its document's start (pq = pos of row t, NULL: 0).
+static inline int att_lo(const int32_t *pq, int t) { return pq ? t - *pq : 0; }
+
+// Smallest first key over the query rows t0 .. t0+nq-1 (pq = pos of row t0).
+static int att_lo_min(const int32_t *pq, int t0, int nq) {
+    int lo = t0 + nq;
+    for (int i = 0; i < nq; i++) lo = PT_MIN(lo, att_lo(pq ? pq + i : NULL, t0 + i));
+    return lo;
+}
+
 // Online-softmax update of nq rows against one key block (forward). S holds
-// the raw scores Q K^T [nq, ATT_BK]; row i (position t0+i) sees keys
-// s0 .. min(s0+nk, t0+i+1)-1. S becomes P = exp(scale*S - m_new) (0 where
-// masked), m/l are updated and acc rows [nq, D] rescaled by exp(m_old - m_new).
+// the raw scores Q K^T [nq, ATT_BK]; row i (position t0+i, first key lo_i)
+// sees keys max(s0, lo_i) .. min(s0+nk, t0+i+1)-1. S becomes P = exp(scale*S
+// - m_new) (0 where masked), m/l are updated and acc rows [nq, D] rescaled by
+// exp(m_old - m_new). A row with no key in the block keeps m = -FLT_MAX (its
+// keys lo_i .. t0+i are contiguous, so they all lie in later blocks): corr 0.
 PT_CLONES static void att_fwd_softmax(float *restrict S, float *restrict acc, float *restrict m, float *restrict l,
-                                      int nq, int nk, int t0, int s0, int D, float scale) {
+                                      const int32_t *pq, int nq, int nk, int t0, int s0, int D, float scale) {
     for (int i = 0; i < nq; i++) {
         float *sr = S + (size_t)i * ATT_BK;
-        const int ns = PT_MIN(nk, t0 + i - s0 + 1);
+        const int j0 = PT_MAX(0, att_lo(pq ? pq + i : NULL, t0 + i) - s0), ns = PT_MIN(nk, t0 + i - s0 + 1);
+        for (int j = 0; j < PT_MIN(j0, nk); j++) sr[j] = 0.0f;
         float mx = -FLT_MAX;
-        for (int j = 0; j < ns; j++) {
+        for (int j = j0; j < ns; j++) {
             sr[j] *= scale;
             mx = sr[j] > mx ? sr[j] : mx;
         }
         const float mold = m[i], mnew = mx > mold ? mx : mold;
         const float corr = mold == -FLT_MAX ? 0.0f : vexp(mold - mnew);
         float a[16] = {0};
-        int j = 0;
+        int j = j0;
         for (; j + 16 <= ns; j += 16)
             for (int k = 0; k < 16; k++) {
                 const float e = vexp(sr[j + k] - mnew);
@@ -606,8 +619,8 @@ PT_CLONES static void att_fwd_softmax(float *restrict S, float *restrict acc, fl
 }
 
 // One (b, h, query tile [t0, t1)) of the forward.
-static void att_fwd_task(const cpu_impl *im, float *out, float *lse, const float *q, const float *k, const float *v, int b, int hh,
-                         int t0, int t1, int T, int H, int KV, int D, float *ws) {
+static void att_fwd_task(const cpu_impl *im, float *out, float *lse, const float *q, const float *k, const float *v,
+                         const int32_t *pos, int b, int hh, int t0, int t1, int T, int H, int KV, int D, float *ws) {
     const int kvh = hh / (H / KV);
     const float scale = 1.0f / sqrtf((float)D);
     const size_t qld = (size_t)H * D, kld = (size_t)KV * D;
@@ -620,10 +633,12 @@ static void att_fwd_task(const cpu_impl *im, float *out, float *lse, const float
     }
     const float *qt = q + ((size_t)b * T + t0) * qld + (size_t)hh * D;
     const float *kb = k + (size_t)b * T * kld + (size_t)kvh * D, *vb = v + (size_t)b * T * kld + (size_t)kvh * D;
-    for (int s0 = 0; s0 < t1; s0 += ATT_BK) {
+    const int32_t *pq = pos ? pos + (size_t)b * T + t0 : NULL;
+    // key blocks before every row's document start are skipped (none without pos)
+    for (int s0 = att_lo_min(pq, t0, nq) / ATT_BK * ATT_BK; s0 < t1; s0 += ATT_BK) {
         const int nk = PT_MIN(ATT_BK, t1 - s0);
         sgemm_tile(im, 0, 1, nq, nk, D, qt, (int)qld, kb + (size_t)s0 * kld, (int)kld, 0.0f, S, ATT_BK);  // S = Q K^T
-        att_fwd_softmax(S, acc, m, l, nq, nk, t0, s0, D, scale);
+        att_fwd_softmax(S, acc, m, l, pq, nq, nk, t0, s0, D, scale);
         sgemm_tile(im, 0, 0, nq, D, nk, S, ATT_BK, vb + (size_t)s0 * kld, (int)kld, 1.0f, acc, D);  // acc += P V
     }
     for (int i = 0; i < nq; i++) {
@@ -635,7 +650,7 @@ static void att_fwd_task(const cpu_impl *im, float *out, float *lse, const float
 }
 
 static void cpu_attention_forward(pt_backend *be, float *out, float *saved, const float *q, const float *k,
-                                  const float *v, int B, int T, int H, int KV, int D) {
+                                  const float *v, const int32_t *pos, int B, int T, int H, int KV, int D) {
     PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const size_t per = att_scratch_floats(T, D, H / KV);
@@ -645,8 +660,8 @@ static void cpu_attention_forward(pt_backend *be, float *out, float *saved, cons
     for (int task = 0; task < ntask; task++) {
         // largest query tiles (most keys) first
         const int qt = nqt - 1 - task / (B * H), bh = task % (B * H);
-        att_fwd_task(im, out, saved, q, k, v, bh / H, bh % H, qt * ATT_BQ, PT_MIN(T, (qt + 1) * ATT_BQ), T, H, KV, D,
-                     ws + per * omp_get_thread_num());
+        att_fwd_task(im, out, saved, q, k, v, pos, bh / H, bh % H, qt * ATT_BQ, PT_MIN(T, (qt + 1) * ATT_BQ), T, H,
+                     KV, D, ws + per * omp_get_thread_num());
     }
     PROF_END(K_ATT_F, 2.0 * B * H * (double)T * (T + 1) * D);
 }
@@ -654,12 +669,15 @@ static void cpu_attention_forward(pt_backend *be, float *out, float *saved, cons
 // Backward softmax of one (query tile, key block): S = Q K^T and dP = dO V^T
 // in, P (in S) and dS = P * (dP - Drow) * scale (in dP) out; masked entries 0.
 PT_CLONES static void att_bwd_softmax(float *restrict S, float *restrict dP, const float *restrict lse,
-                                      const float *restrict Drow, int nq, int nk, int t0, int s0, float scale) {
+                                      const float *restrict Drow, const int32_t *pq, int nq, int nk, int t0, int s0,
+                                      float scale) {
     for (int i = 0; i < nq; i++) {
         float *sr = S + (size_t)i * ATT_BK, *dr = dP + (size_t)i * ATT_BK;
+        const int j0 = PT_MIN(nk, PT_MAX(0, att_lo(pq ? pq + i : NULL, t0 + i) - s0));
         const int ns = PT_MIN(nk, t0 + i - s0 + 1);
         const float L = lse[i], Dt = Drow[i];
         int j = 0;
+        for (; j < j0; j++) sr[j] = dr[j] = 0.0f;
         for (; j < ns; j++) {
             const float p = vexp(sr[j] * scale - L);
             sr[j] = p;
@@ -672,9 +690,9 @@ PT_CLONES static void att_bwd_softmax(float *restrict S, float *restrict dP, con
 // One (b, kv head) of the backward: dK, dV of that head, dQ of its query
 // heads, key block by key block (FlashAttention-2 order: dK/dV of a block
 // complete before the next; dQ accumulated over blocks in ascending order).
-static void att_bwd_task(const cpu_impl *im, float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                         const float *v, const float *out, const float *lse, int b, int kvh, int T, int H, int KV,
-                         int D, float *ws) {
+static void att_bwd_task(const cpu_impl *im, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                         const float *k, const float *v, const float *out, const float *lse, const int32_t *pos, int b,
+                         int kvh, int T, int H, int KV, int D, float *ws) {
     const int g = H / KV;
     const float scale = 1.0f / sqrtf((float)D);
     const size_t qld = (size_t)H * D, kld = (size_t)KV * D;
@@ -699,11 +717,13 @@ static void att_bwd_task(const cpu_impl *im, float *dq, float *dk, float *dv, co
             const float *lr = lse + ((size_t)b * H + hh) * T;
             for (int t0 = s0; t0 < T; t0 += ATT_BQ) {
                 const int nq = PT_MIN(ATT_BQ, T - t0);
+                const int32_t *pq = pos ? pos + (size_t)b * T + t0 : NULL;
+                if (pq && att_lo_min(pq, t0, nq) >= s0 + nk) continue;  // no row of the tile sees the block
                 const size_t o = ((size_t)b * T + t0) * qld + (size_t)hh * D;
                 const float *qt = q + o, *gt = dout + o;
                 sgemm_tile(im, 0, 1, nq, nk, D, qt, (int)qld, kblk, (int)kld, 0.0f, S, ATT_BK);   // S = Q K^T
                 sgemm_tile(im, 0, 1, nq, nk, D, gt, (int)qld, vblk, (int)kld, 0.0f, dP, ATT_BK);  // dP = dO V^T
-                att_bwd_softmax(S, dP, lr + t0, Drow + (size_t)hi * T + t0, nq, nk, t0, s0, scale);
+                att_bwd_softmax(S, dP, lr + t0, Drow + (size_t)hi * T + t0, pq, nq, nk, t0, s0, scale);
                 sgemm_tile(im, 1, 0, nk, D, nq, S, ATT_BK, gt, (int)qld, 1.0f, dV, D);        // dV += P^T dO
                 sgemm_tile(im, 1, 0, nk, D, nq, dP, ATT_BK, qt, (int)qld, 1.0f, dK, D);       // dK += dS^T Q
                 sgemm_tile(im, 0, 0, nq, D, nk, dP, ATT_BK, kblk, (int)kld, 1.0f, dq + o, (int)qld);  // dQ += dS K
@@ -718,15 +738,15 @@ static void att_bwd_task(const cpu_impl *im, float *dq, float *dk, float *dv, co
 }
 
 static void cpu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                   const float *k, const float *v, const float *out, const float *saved, int B,
-                                   int T, int H, int KV, int D) {
+                                   const float *k, const float *v, const float *out, const float *saved,
+                                   const int32_t *pos, int B, int T, int H, int KV, int D) {
     PROF_BEGIN(be);
     cpu_impl *im = be->impl;
     const size_t per = att_scratch_floats(T, D, H / KV);
     float *ws = scratch_get(&im->att, sizeof(float) * per * omp_get_max_threads());
 #pragma omp parallel for schedule(dynamic, 1)
     for (int task = 0; task < B * KV; task++)
-        att_bwd_task(im, dq, dk, dv, dout, q, k, v, out, saved, task / KV, task % KV, T, H, KV, D,
+        att_bwd_task(im, dq, dk, dv, dout, q, k, v, out, saved, pos, task / KV, task % KV, T, H, KV, D,
                      ws + per * omp_get_thread_num());
     PROF_END(K_ATT_B, 4.0 * B * H * (double)T * (T + 1) * D);
 }

@@ -185,13 +185,16 @@ static void ref_rope_backward(pt_backend *be, real_t *dinp, const real_t *dout, 
     rope_rows(be, true, dinp, dout, cos, sin, B, T, NH, D);
 }
 
-// saved = softmax probabilities [B,H,T,T] (zeros above the diagonal)
+// saved = softmax probabilities [B,H,T,T] (zeros where masked)
 static size_t ref_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) {
     return (size_t)B * H * T * T;
 }
 
+// First key query t of row b sees: its document's start (0 without pos).
+static inline int att_lo(const int32_t *pos, int b, int T, int t) { return pos ? t - pos[(size_t)b * T + t] : 0; }
+
 static void ref_attention_forward(pt_backend *be, real_t *out, real_t *saved, const real_t *q, const real_t *k,
-                                  const real_t *v, int B, int T, int H, int KV, int D) {
+                                  const real_t *v, const int32_t *pos, int B, int T, int H, int KV, int D) {
     const int g = H / KV;
     const real_t scale = (real_t)1 / sqrt((real_t)D);
 #pragma omp parallel for collapse(3)
@@ -201,8 +204,10 @@ static void ref_attention_forward(pt_backend *be, real_t *out, real_t *saved, co
                 const int kvh = hh / g;
                 const real_t *qv = q + (((size_t)b * T + t) * H + hh) * D;
                 real_t *p = saved + (((size_t)b * H + hh) * T + t) * T;
+                const int lo = att_lo(pos, b, T, t);
                 real_t mx = -INFINITY;
-                for (int s = 0; s <= t; s++) {
+                for (int s = 0; s < lo; s++) p[s] = 0;
+                for (int s = lo; s <= t; s++) {
                     const real_t *kv = k + (((size_t)b * T + s) * KV + kvh) * D;
                     acc_t dot = 0;
                     for (int i = 0; i < D; i++) dot += qv[i] * kv[i];
@@ -210,16 +215,16 @@ static void ref_attention_forward(pt_backend *be, real_t *out, real_t *saved, co
                     if (p[s] > mx) mx = p[s];
                 }
                 acc_t sum = 0;
-                for (int s = 0; s <= t; s++) {
+                for (int s = lo; s <= t; s++) {
                     p[s] = exp(p[s] - mx);
                     sum += p[s];
                 }
-                for (int s = 0; s <= t; s++) p[s] /= sum;
+                for (int s = lo; s <= t; s++) p[s] /= sum;
                 for (int s = t + 1; s < T; s++) p[s] = 0;
                 real_t *o = out + (((size_t)b * T + t) * H + hh) * D;
                 for (int i = 0; i < D; i++) {
                     acc_t a = 0;
-                    for (int s = 0; s <= t; s++) a += p[s] * v[(((size_t)b * T + s) * KV + kvh) * D + i];
+                    for (int s = lo; s <= t; s++) a += p[s] * v[(((size_t)b * T + s) * KV + kvh) * D + i];
                     o[i] = a;
                 }
             }
@@ -227,7 +232,7 @@ static void ref_attention_forward(pt_backend *be, real_t *out, real_t *saved, co
 
 static void ref_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_t *dv, const real_t *dout,
                                    const real_t *q, const real_t *k, const real_t *v, const real_t *out,
-                                   const real_t *saved, int B, int T, int H, int KV, int D) {
+                                   const real_t *saved, const int32_t *pos, int B, int T, int H, int KV, int D) {
     const int g = H / KV;
     const real_t scale = (real_t)1 / sqrt((real_t)D);
     // dscores[b,h,t,s] = p * (dp - sum_s' p dp), dp = dout . v
@@ -240,25 +245,27 @@ static void ref_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_
                 const real_t *p = saved + (((size_t)b * H + hh) * T + t) * T;
                 const real_t *go = dout + (((size_t)b * T + t) * H + hh) * D;
                 real_t *d = ds + (((size_t)b * H + hh) * T + t) * T;
+                const int lo = att_lo(pos, b, T, t);
                 acc_t rowdot = 0;
-                for (int s = 0; s <= t; s++) {
+                for (int s = 0; s < lo; s++) d[s] = 0;
+                for (int s = lo; s <= t; s++) {
                     const real_t *vv = v + (((size_t)b * T + s) * KV + kvh) * D;
                     acc_t dp = 0;
                     for (int i = 0; i < D; i++) dp += go[i] * vv[i];
                     d[s] = dp;
                     rowdot += p[s] * dp;
                 }
-                for (int s = 0; s <= t; s++) d[s] = p[s] * (d[s] - rowdot) * scale;
+                for (int s = lo; s <= t; s++) d[s] = p[s] * (d[s] - rowdot) * scale;
                 for (int s = t + 1; s < T; s++) d[s] = 0;
                 // dq[t] = sum_s ds[t,s] k[s]
                 real_t *gq = dq + (((size_t)b * T + t) * H + hh) * D;
                 for (int i = 0; i < D; i++) {
                     acc_t a = 0;
-                    for (int s = 0; s <= t; s++) a += d[s] * k[(((size_t)b * T + s) * KV + kvh) * D + i];
+                    for (int s = lo; s <= t; s++) a += d[s] * k[(((size_t)b * T + s) * KV + kvh) * D + i];
                     gq[i] = a;
                 }
             }
-    // dk[s] = sum_{heads in group} sum_{t>=s} ds[t,s] q[t]; dv[s] = sum p[t,s] dout[t]
+    // dk[s] = sum_{heads in group} sum_{t>=s, t sees s} ds[t,s] q[t]; dv[s] = sum p[t,s] dout[t]
 #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++)
         for (int kvh = 0; kvh < KV; kvh++)
@@ -269,6 +276,7 @@ static void ref_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_
                     acc_t ak = 0, av = 0;
                     for (int hh = kvh * g; hh < (kvh + 1) * g; hh++)
                         for (int t = s; t < T; t++) {
+                            if (att_lo(pos, b, T, t) > s) continue;  // s is outside t's document
                             size_t pi = (((size_t)b * H + hh) * T + t) * T + s;
                             size_t qi = (((size_t)b * T + t) * H + hh) * D + i;
                             ak += ds[pi] * q[qi];

@@ -541,29 +541,36 @@ static void ocl_rope_backward(pt_backend *be, real_t *dinp, const real_t *dout, 
 // saved = logsumexp per (b, h, t)
 static size_t ocl_attention_saved_floats(pt_backend *be, int B, int T, int H, int D) { return (size_t)B * H * T; }
 
+// The attention kernels' (pos, pos_o, has_pos) arguments: without document
+// masking, `dummy` (any backend buffer) stands in and has_pos = 0.
+static void a_pos(argl *a, const int32_t *pos, const void *dummy) {
+    a_ptr(a, pos ? (const void *)pos : dummy);
+    a_int(a, pos != NULL);
+}
+
 static void ocl_attention_forward(pt_backend *be, real_t *out, real_t *saved, const real_t *q, const real_t *k,
-                                  const real_t *v, int B, int T, int H, int KV, int D) {
+                                  const real_t *v, const int32_t *pos, int B, int T, int H, int KV, int D) {
     ocl *o = O(be);
     ocl_variant *va = variant(o, T, D);
     argl a = {va->att_fwd, 0, o};
-    a_ptr(&a, out); a_ptr(&a, saved); a_ptr(&a, q); a_ptr(&a, k); a_ptr(&a, v);
+    a_ptr(&a, out); a_ptr(&a, saved); a_ptr(&a, q); a_ptr(&a, k); a_ptr(&a, v); a_pos(&a, pos, q);
     a_int(&a, B); a_int(&a, H); a_int(&a, KV);
     launch1(o, va->att_fwd, (size_t)B * H * T, 16);
 }
 
 static void ocl_attention_backward(pt_backend *be, real_t *dq, real_t *dk, real_t *dv, const real_t *dout,
                                    const real_t *q, const real_t *k, const real_t *v, const real_t *out,
-                                   const real_t *saved, int B, int T, int H, int KV, int D) {
+                                   const real_t *saved, const int32_t *pos, int B, int T, int H, int KV, int D) {
     ocl *o = O(be);
     ocl_variant *va = variant(o, T, D);
     cl_mem rd = scratch(o, &o->rowdot, &o->rowdot_n, (size_t)B * H * T);
     argl a = {va->att_dq, 0, o};
     a_ptr(&a, dq); a_mem(&a, rd); a_ptr(&a, dout); a_ptr(&a, q); a_ptr(&a, k); a_ptr(&a, v); a_ptr(&a, saved);
-    a_int(&a, B); a_int(&a, H); a_int(&a, KV);
+    a_pos(&a, pos, q); a_int(&a, B); a_int(&a, H); a_int(&a, KV);
     launch1(o, va->att_dq, (size_t)B * H * T, 16);
     argl b = {va->att_dkv, 0, o};
     a_ptr(&b, dk); a_ptr(&b, dv); a_mem(&b, rd); a_ptr(&b, dout); a_ptr(&b, q); a_ptr(&b, k); a_ptr(&b, v);
-    a_ptr(&b, saved); a_int(&b, B); a_int(&b, H); a_int(&b, KV);
+    a_ptr(&b, saved); a_pos(&b, pos, q); a_int(&b, B); a_int(&b, H); a_int(&b, KV);
     launch1(o, va->att_dkv, (size_t)B * KV * T, 16);
 }
 

@@ -473,35 +473,39 @@ __kernel void rope_backward(__global float *dinp, ulong dinp_o, __global const f
 // scores, max, sum of exp, then out = sum (p / sum) v, in the order of
 // cpu-ref. saved[b,h,t] = logsumexp of the row's scaled scores (the
 // backward recomputes probabilities from it: no [T,T] buffer).
+// Document masking (backend.h): with has_pos, row t sees keys
+// t - pos[b,t] .. t only; without it `pos` is a dummy buffer never read.
 __kernel void attention_forward(__global float *out, ulong out_o, __global float *lse, ulong lse_o,
                                 __global const float *q, ulong q_o, __global const float *k, ulong k_o,
-                                __global const float *v, ulong v_o, int B, int H, int KV) {
+                                __global const float *v, ulong v_o, __global const int *pos, ulong pos_o,
+                                int has_pos, int B, int H, int KV) {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)B * H * SEQ) return;
     const int t = gid % SEQ, hh = (gid / SEQ) % H, b = gid / ((size_t)SEQ * H);
     const int kvh = hh / (H / KV);
     const float scale = 1.0f / sqrt((float)HD);
     q += q_o; k += k_o; v += v_o;
+    const int lo = has_pos ? t - pos[pos_o + (size_t)b * SEQ + t] : 0;
     float qv[HD], acc[HD];
     for (int i = 0; i < HD; i++) {
         qv[i] = q[(((size_t)b * SEQ + t) * H + hh) * HD + i];
         acc[i] = 0.0f;
     }
     float mx = -INFINITY;
-    for (int s = 0; s <= t; s++) {
+    for (int s = lo; s <= t; s++) {
         __global const float *kr = k + (((size_t)b * SEQ + s) * KV + kvh) * HD;
         float dot = 0.0f;
         for (int i = 0; i < HD; i++) dot += qv[i] * kr[i];
         mx = fmax(mx, dot * scale);
     }
     float sum = 0.0f;
-    for (int s = 0; s <= t; s++) {
+    for (int s = lo; s <= t; s++) {
         __global const float *kr = k + (((size_t)b * SEQ + s) * KV + kvh) * HD;
         float dot = 0.0f;
         for (int i = 0; i < HD; i++) dot += qv[i] * kr[i];
         sum += exp(dot * scale - mx);
     }
-    for (int s = 0; s <= t; s++) {
+    for (int s = lo; s <= t; s++) {
         __global const float *kr = k + (((size_t)b * SEQ + s) * KV + kvh) * HD;
         __global const float *vr = v + (((size_t)b * SEQ + s) * KV + kvh) * HD;
         float dot = 0.0f;
@@ -520,7 +524,8 @@ __kernel void attention_forward(__global float *out, ulong out_o, __global float
 __kernel void attention_backward_dq(__global float *dq, ulong dq_o, __global float *rowdot,
                                     __global const float *dout, ulong dout_o, __global const float *q, ulong q_o,
                                     __global const float *k, ulong k_o, __global const float *v, ulong v_o,
-                                    __global const float *lse, ulong lse_o, int B, int H, int KV) {
+                                    __global const float *lse, ulong lse_o, __global const int *pos, ulong pos_o,
+                                    int has_pos, int B, int H, int KV) {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)B * H * SEQ) return;
     const int t = gid % SEQ, hh = (gid / SEQ) % H, b = gid / ((size_t)SEQ * H);
@@ -529,6 +534,7 @@ __kernel void attention_backward_dq(__global float *dq, ulong dq_o, __global flo
     q += q_o; k += k_o; v += v_o; dout += dout_o;
     const size_t qi = (((size_t)b * SEQ + t) * H + hh) * HD;
     const float L = lse[lse_o + ((size_t)b * H + hh) * SEQ + t];
+    const int lo = has_pos ? t - pos[pos_o + (size_t)b * SEQ + t] : 0;
     float qv[HD], go[HD], acc[HD];
     for (int i = 0; i < HD; i++) {
         qv[i] = q[qi + i];
@@ -536,14 +542,14 @@ __kernel void attention_backward_dq(__global float *dq, ulong dq_o, __global flo
         acc[i] = 0.0f;
     }
     float rd = 0.0f;
-    for (int s = 0; s <= t; s++) {
+    for (int s = lo; s <= t; s++) {
         const size_t ki = (((size_t)b * SEQ + s) * KV + kvh) * HD;
         float dot = 0.0f, dp = 0.0f;
         for (int i = 0; i < HD; i++) dot += qv[i] * k[ki + i];
         for (int i = 0; i < HD; i++) dp += go[i] * v[ki + i];
         rd += exp(dot * scale - L) * dp;
     }
-    for (int s = 0; s <= t; s++) {
+    for (int s = lo; s <= t; s++) {
         const size_t ki = (((size_t)b * SEQ + s) * KV + kvh) * HD;
         float dot = 0.0f, dp = 0.0f;
         for (int i = 0; i < HD; i++) dot += qv[i] * k[ki + i];
@@ -562,7 +568,7 @@ __kernel void attention_backward_dkv(__global float *dk, ulong dk_o, __global fl
                                      __global const float *rowdot, __global const float *dout, ulong dout_o,
                                      __global const float *q, ulong q_o, __global const float *k, ulong k_o,
                                      __global const float *v, ulong v_o, __global const float *lse, ulong lse_o,
-                                     int B, int H, int KV) {
+                                     __global const int *pos, ulong pos_o, int has_pos, int B, int H, int KV) {
     const size_t gid = get_global_id(0);
     if (gid >= (size_t)B * KV * SEQ) return;
     const int s = gid % SEQ, kvh = (gid / SEQ) % KV, b = gid / ((size_t)SEQ * KV);
@@ -578,6 +584,7 @@ __kernel void attention_backward_dkv(__global float *dk, ulong dk_o, __global fl
     }
     for (int hh = kvh * g; hh < (kvh + 1) * g; hh++)
         for (int t = s; t < SEQ; t++) {
+            if (has_pos && t - pos[pos_o + (size_t)b * SEQ + t] > s) continue;  // s is outside t's document
             const size_t qi = (((size_t)b * SEQ + t) * H + hh) * HD;
             const size_t ri = ((size_t)b * H + hh) * SEQ + t;
             float dot = 0.0f, dp = 0.0f;

@@ -386,6 +386,11 @@ PT_KERNEL void rope_k(float *out, const float *inp, const float *cos, const floa
 // The kernels are templated on the head dim DT (16, 32, 64, 128, 256: sized
 // accumulators, no predicates, unrolled loops); DT = 0 is the generic kernel
 // for any other D <= AT_MAX_D (runtime D, predicated).
+//
+// Document masking (backend.h): pos != NULL gives each query row t a first
+// key lo_t = t - pos[b,t], kept per tile in shared memory (lo_s); keys before
+// it are masked like keys after t, and key tiles that no row of the query
+// tile sees are skipped. Without pos lo_t = 0 and nothing is skipped.
 
 constexpr int AT_HALF = AT / 2;   // the row/column stride of a thread's 2x2 score block
 constexpr int AT_NPER = AT_MAX_D / AT_HALF;  // dims per thread per row, generic kernel
@@ -396,9 +401,24 @@ struct att_dims {
     static constexpr bool EXACT = DT > 0 && DT % AT_HALF == 0;  // every d = tc + 16k < D
 };
 
-size_t att_fwd_smem(int D) { return sizeof(float) * (3 * AT * (D + 1) + AT * (AT + 1) + 3 * AT); }
-size_t att_dq_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + AT * (AT + 1) + 2 * AT); }
-size_t att_dkv_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + 2 * AT * (AT + 1) + 2 * AT); }
+// (the last AT slots of each hold lo_s: int32, the size of a float)
+size_t att_fwd_smem(int D) { return sizeof(float) * (3 * AT * (D + 1) + AT * (AT + 1) + 4 * AT); }
+size_t att_dq_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + AT * (AT + 1) + 3 * AT); }
+size_t att_dkv_smem(int D) { return sizeof(float) * (4 * AT * (D + 1) + 2 * AT * (AT + 1) + 3 * AT); }
+
+// lo_s[i] = first key of query row t0+i (rows past T: T, so they never lower
+// a minimum); called by threads tid < AT.
+PT_DEVICE void load_lo(int *lo_s, const int *pos, int b, int t0, int T, int tid) {
+    const int t = t0 + tid;
+    lo_s[tid] = t >= T ? T : pos ? t - pos[(size_t)b * T + t] : 0;
+}
+
+// The smallest first key over a query tile's rows (lo_s filled and synced).
+PT_DEVICE int tile_lo_min(const int *lo_s) {
+    int lo = lo_s[0];
+    for (int i = 1; i < AT; i++) lo = PT_MIN(lo, lo_s[i]);
+    return lo;
+}
 
 // rows [r0, r0+AT) of x[B,T,NH,D] for (b, head) into tile[AT][D+1], zeros past T
 template <int DT>
@@ -457,13 +477,14 @@ UNROLL
 
 template <int DT>
 PT_KERNEL void __launch_bounds__(AT_THREADS)
-    attn_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v, int T, int H, int KV, int Drt,
-               float scale) {
+    attn_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v, const int *pos, int T, int H,
+               int KV, int Drt, float scale) {
     constexpr int NPER = att_dims<DT>::NPER;
     PT_DYN_SMEM(float, smem);
     const int D = DT ? DT : Drt, LD = D + 1, SL = AT + 1;
     float *Qs = smem, *Ks = Qs + AT * LD, *Vs = Ks + AT * LD, *Ss = Vs + AT * LD;
     float *mrow = Ss + AT * SL, *lrow = mrow + AT, *arow = lrow + AT;
+    int *lo_s = (int *)(arow + AT);
     const int ntiles = (T + AT - 1) / AT;
     const int tile = blockIdx.x % ntiles, bh = blockIdx.x / ntiles, b = bh / H, h = bh % H;
     const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x;
@@ -472,12 +493,14 @@ PT_KERNEL void __launch_bounds__(AT_THREADS)
     if (tid < AT) {
         mrow[tid] = -INFINITY;
         lrow[tid] = 0;
+        load_lo(lo_s, pos, b, t0, T, tid);
     }
+    __syncthreads();
     float acc[2][NPER];
 UNROLL
     for (int kk = 0; kk < NPER; kk++) acc[0][kk] = acc[1][kk] = 0;
     const int kend = PT_MIN(T, t0 + AT);  // causal: keys 0 .. kend-1
-    for (int s0 = 0; s0 < kend; s0 += AT) {
+    for (int s0 = tile_lo_min(lo_s) / AT * AT; s0 < kend; s0 += AT) {
         __syncthreads();  // the previous tile is consumed
         load_tile<DT>(Ks, k, b, s0, T, KV, kvh, D);
         load_tile<DT>(Vs, v, b, s0, T, KV, kvh, D);
@@ -489,7 +512,7 @@ UNROLL
 UNROLL
             for (int c = 0; c < 2; c++) {
                 const int i = tr + AT_HALF * a, j = tc + AT_HALF * c, t = t0 + i, s = s0 + j;
-                Ss[i * SL + j] = (t < T && s <= t) ? sc[a][c] * scale : -INFINITY;
+                Ss[i * SL + j] = (t < T && s <= t && s >= lo_s[i]) ? sc[a][c] * scale : -INFINITY;
             }
         __syncthreads();
         // online softmax: warp w owns rows 4w..4w+3, lanes are the tile's keys
@@ -556,8 +579,8 @@ PT_KERNEL void attn_rowdot_k(float *rowdot, const float *dout, const float *out,
 // Qs/dOs hold query rows t0.., Ks/Vs key rows s0..; returns via the arrays.
 template <int DT>
 PT_DEVICE void attn_tile_grads(float *Ps, float *dSs, const float *Qs, const float *dOs, const float *Ks,
-                               const float *Vs, const float *lse_s, const float *rd_s, int t0, int s0, int T,
-                               int D, float scale) {
+                               const float *Vs, const float *lse_s, const float *rd_s, const int *lo_s, int t0,
+                               int s0, int T, int D, float scale) {
     const int SL = AT + 1, tr = threadIdx.x / AT_HALF, tc = threadIdx.x % AT_HALF;
     float sc[2][2], dp[2][2];
     dot_2x2<DT>(sc, Qs, Ks, tr, tc, D);
@@ -568,7 +591,7 @@ UNROLL
         for (int c = 0; c < 2; c++) {
             const int i = tr + AT_HALF * a, j = tc + AT_HALF * c, t = t0 + i, s = s0 + j;
             float p = 0, ds = 0;
-            if (t < T && s <= t) {
+            if (t < T && s <= t && s >= lo_s[i]) {
                 p = expf(sc[a][c] * scale - lse_s[i]);
                 ds = p * (dp[a][c] - rd_s[i]) * scale;
             }
@@ -580,12 +603,13 @@ UNROLL
 template <int DT>
 PT_KERNEL void __launch_bounds__(AT_THREADS)
     attn_bwd_dq_k(float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse,
-                  const float *rowdot, int T, int H, int KV, int Drt, float scale) {
+                  const float *rowdot, const int *pos, int T, int H, int KV, int Drt, float scale) {
     constexpr int NPER = att_dims<DT>::NPER;
     PT_DYN_SMEM(float, smem);
     const int D = DT ? DT : Drt, LD = D + 1, SL = AT + 1;
     float *Qs = smem, *dOs = Qs + AT * LD, *Ks = dOs + AT * LD, *Vs = Ks + AT * LD, *dSs = Vs + AT * LD;
     float *lse_s = dSs + AT * SL, *rd_s = lse_s + AT;
+    int *lo_s = (int *)(rd_s + AT);
     const int ntiles = (T + AT - 1) / AT;
     const int tile = blockIdx.x % ntiles, bh = blockIdx.x / ntiles, b = bh / H, h = bh % H;
     const int kvh = h / (H / KV), t0 = tile * AT, tid = threadIdx.x, tr = tid / AT_HALF, tc = tid % AT_HALF;
@@ -595,17 +619,19 @@ PT_KERNEL void __launch_bounds__(AT_THREADS)
         const int t = t0 + tid;
         lse_s[tid] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
         rd_s[tid] = t < T ? rowdot[(size_t)bh * T + t] : 0.0f;
+        load_lo(lo_s, pos, b, t0, T, tid);
     }
+    __syncthreads();
     float acc[2][NPER];
 UNROLL
     for (int kk = 0; kk < NPER; kk++) acc[0][kk] = acc[1][kk] = 0;
     const int kend = PT_MIN(T, t0 + AT);
-    for (int s0 = 0; s0 < kend; s0 += AT) {
+    for (int s0 = tile_lo_min(lo_s) / AT * AT; s0 < kend; s0 += AT) {
         __syncthreads();
         load_tile<DT>(Ks, k, b, s0, T, KV, kvh, D);
         load_tile<DT>(Vs, v, b, s0, T, KV, kvh, D);
         __syncthreads();
-        attn_tile_grads<DT>(NULL, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
+        attn_tile_grads<DT>(NULL, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, lo_s, t0, s0, T, D, scale);
         __syncthreads();
         rows_times_tile<DT>(acc, dSs, SL, 1, Ks, tr, tc, D);
     }
@@ -628,12 +654,14 @@ UNROLL
 template <int DT>
 PT_KERNEL void __launch_bounds__(AT_THREADS)
     attn_bwd_dkv_k(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
-                   const float *lse, const float *rowdot, int T, int H, int KV, int Drt, float scale) {
+                   const float *lse, const float *rowdot, const int *pos, int T, int H, int KV, int Drt,
+                   float scale) {
     constexpr int NPER = att_dims<DT>::NPER;
     PT_DYN_SMEM(float, smem);
     const int D = DT ? DT : Drt, LD = D + 1, SL = AT + 1;
     float *Ks = smem, *Vs = Ks + AT * LD, *Qs = Vs + AT * LD, *dOs = Qs + AT * LD, *Ps = dOs + AT * LD;
     float *dSs = Ps + AT * SL, *lse_s = dSs + AT * SL, *rd_s = lse_s + AT;
+    int *lo_s = (int *)(rd_s + AT);
     const int ntiles = (T + AT - 1) / AT;
     const int tile = blockIdx.x % ntiles, bkv = blockIdx.x / ntiles, b = bkv / KV, kvh = bkv % KV;
     const int g = H / KV, s0 = tile * AT, tid = threadIdx.x, tr = tid / AT_HALF, tc = tid % AT_HALF;
@@ -652,9 +680,11 @@ UNROLL
                 const int t = t0 + tid;
                 lse_s[tid] = t < T ? lse[bh * T + t] : 0.0f;
                 rd_s[tid] = t < T ? rowdot[bh * T + t] : 0.0f;
+                load_lo(lo_s, pos, b, t0, T, tid);
             }
             __syncthreads();
-            attn_tile_grads<DT>(Ps, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, t0, s0, T, D, scale);
+            if (pos && tile_lo_min(lo_s) >= s0 + AT) continue;  // no row of the query tile sees this key tile
+            attn_tile_grads<DT>(Ps, dSs, Qs, dOs, Ks, Vs, lse_s, rd_s, lo_s, t0, s0, T, D, scale);
             __syncthreads();
             // key rows tr, tr+16: dk += dS^T Q, dv += P^T dO (column tr of dS / P)
             rows_times_tile<DT>(ak, dSs, 1, SL, Qs, tr, tc, D);
@@ -1030,20 +1060,21 @@ int attn_variant(int D) {
     }
 
 template <int DT>
-void attn_fwd_launch(pt_backend *be, float *out, float *saved, const float *q, const float *k, const float *v, int B,
-                     int T, int H, int KV, int D) {
+void attn_fwd_launch(pt_backend *be, float *out, float *saved, const float *q, const float *k, const float *v,
+                     const int *pos, int B, int T, int H, int KV, int D) {
     const size_t smem = att_fwd_smem(D);
     attn_prepare(be, attn_fwd_k<DT>, 0, attn_variant(D), smem, H, KV, D);
     const unsigned blocks = (unsigned)((size_t)B * H * ((T + AT - 1) / AT));
     const float scale = (float)(1.0 / sqrt((double)D));
-    PT_LAUNCH_SYNC(attn_fwd_k<DT>, blocks, AT_THREADS, smem, S(be)->stream, out, saved, q, k, v, T, H, KV, D, scale);
+    PT_LAUNCH_SYNC(attn_fwd_k<DT>, blocks, AT_THREADS, smem, S(be)->stream, out, saved, q, k, v, pos, T, H, KV,
+                   D, scale);
     check_launch("attention_forward");
 }
 
 template <int DT>
 void attn_bwd_launch(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                     const float *k, const float *v, const float *saved, const float *rd, int B, int T, int H, int KV,
-                     int D) {
+                     const float *k, const float *v, const float *saved, const float *rd, const int *pos, int B, int T,
+                     int H, int KV, int D) {
     cuda_state *s = S(be);
     const float scale = (float)(1.0 / sqrt((double)D));
     const int ntiles = (T + AT - 1) / AT;
@@ -1051,24 +1082,24 @@ void attn_bwd_launch(pt_backend *be, float *dq, float *dk, float *dv, const floa
     attn_prepare(be, attn_bwd_dq_k<DT>, 1, attn_variant(D), smem_dq, H, KV, D);
     attn_prepare(be, attn_bwd_dkv_k<DT>, 2, attn_variant(D), smem_dkv, H, KV, D);
     PT_LAUNCH_SYNC(attn_bwd_dq_k<DT>, (unsigned)((size_t)B * H * ntiles), AT_THREADS, smem_dq, s->stream, dq, dout, q,
-                   k, v, saved, rd, T, H, KV, D, scale);
+                   k, v, saved, rd, pos, T, H, KV, D, scale);
     check_launch("attention_backward (dq)");
     PT_LAUNCH_SYNC(attn_bwd_dkv_k<DT>, (unsigned)((size_t)B * KV * ntiles), AT_THREADS, smem_dkv, s->stream, dk, dv,
-                   dout, q, k, v, saved, rd, T, H, KV, D, scale);
+                   dout, q, k, v, saved, rd, pos, T, H, KV, D, scale);
     check_launch("attention_backward (dk, dv)");
 }
 
 void cu_attention_forward(pt_backend *be, float *out, float *saved, const float *q, const float *k, const float *v,
-                          int B, int T, int H, int KV, int D) {
+                          const int32_t *pos, int B, int T, int H, int KV, int D) {
     if (B <= 0 || T <= 0 || H <= 0) return;
-#define PT_ATT_FWD(DT) attn_fwd_launch<DT>(be, out, saved, q, k, v, B, T, H, KV, D)
+#define PT_ATT_FWD(DT) attn_fwd_launch<DT>(be, out, saved, q, k, v, (const int *)pos, B, T, H, KV, D)
     PT_ATT_DISPATCH(D, PT_ATT_FWD)
 #undef PT_ATT_FWD
 }
 
 void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                           const float *k, const float *v, const float *out, const float *saved, int B, int T, int H,
-                           int KV, int D) {
+                           const float *k, const float *v, const float *out, const float *saved, const int32_t *pos,
+                           int B, int T, int H, int KV, int D) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     cuda_state *s = S(be);
     const size_t rows = (size_t)B * H * T;
@@ -1077,7 +1108,7 @@ void cu_attention_backward(pt_backend *be, float *dq, float *dk, float *dv, cons
                                                                 (size_t)1 << 20);
     PT_LAUNCH_SYNC(attn_rowdot_k, (unsigned)rd_blocks, EW, 0, s->stream, rd, dout, out, B, T, H, D);
     check_launch("attention_backward (rowdot)");
-#define PT_ATT_BWD(DT) attn_bwd_launch<DT>(be, dq, dk, dv, dout, q, k, v, saved, rd, B, T, H, KV, D)
+#define PT_ATT_BWD(DT) attn_bwd_launch<DT>(be, dq, dk, dv, dout, q, k, v, saved, rd, (const int *)pos, B, T, H, KV, D)
     PT_ATT_DISPATCH(D, PT_ATT_BWD)
 #undef PT_ATT_BWD
 }
