@@ -264,8 +264,7 @@ def main():
         extra.update(eval_strategy="steps", eval_steps=args.eval_steps,
                      per_device_eval_batch_size=args.per_device_eval_batch_size)
     if args.save_steps:
-        extra.update(save_strategy="steps", save_steps=args.save_steps, save_only_model=True,
-                     save_safetensors=True)
+        extra.update(save_strategy="steps", save_steps=args.save_steps, save_only_model=True)
     optimizers = (None, None)
     if args.lr_schedule == "torchtitan" or args.weight_decay_params == "all":
         params = [p for p in model.parameters() if p.requires_grad]
