@@ -457,7 +457,9 @@ static int setup(ev_judge *j, acc_ctx *c, pt_accept_opts *oo, const char *const 
     }
     oo->baseline = j->pl[0];
     oo->candidate = j->pl[1];
-    j->profile = oo->profile ? oo->profile : pt_platform_pair_profile(&j->pl[0], &j->pl[1], NULL);
+    // two trainers' platforms are never "the same platform": by precision, as compare judges imported logs
+    const bool bf16 = !strcmp(j->pl[0].precision, "bf16") || !strcmp(j->pl[1].precision, "bf16");
+    j->profile = oo->profile ? oo->profile : bf16 ? "bf16" : "fp32";
     if (pt_mkdir_p(oo->output_dir) != 0 || !(c->out = realpath(oo->output_dir, NULL))) {
         pt_set_error("%s: cannot create the report directory", oo->output_dir);
         return -1;
