@@ -116,6 +116,21 @@ def main():
                     "(needs --epoch-boundary hf)")
     ap.add_argument("--num-train-epochs", type=float, default=None,
                     help="--epoch-boundary hf: train this many epochs (HF resolves max_steps; give --max-steps -1)")
+    ap.add_argument("--lr-schedule", default="hf", choices=["hf", "torchtitan"],
+                    help="torchtitan: TorchTitan 0.3.0's warm-up k/W then linear decay to 0 with one peak step "
+                         "(docs/TRAINING.md), as a LambdaLR the Trainer is given, instead of --lr-scheduler-type")
+    ap.add_argument("--lr-step-offset", type=int, default=0,
+                    help="--lr-schedule torchtitan: the Trainer's step k trains with the rate of step k + OFFSET of a "
+                         "--schedule-steps run (a continuation from another platform's step-OFFSET checkpoint)")
+    ap.add_argument("--schedule-steps", type=int, default=None, help="--lr-schedule torchtitan: its N (--max-steps)")
+    ap.add_argument("--weight-decay-params", default="hf", choices=["hf", "all"],
+                    help="all: one AdamW group that decays every parameter, as TorchTitan's default optimizer")
+    ap.add_argument("--save-steps", type=int, default=0,
+                    help="save an HF checkpoint (OUT/checkpoint-N: model.safetensors + config.json) every N steps")
+    ap.add_argument("--eval-data", default=None,
+                    help="a v1 shard of held-out windows: evaluated (eval_loss in log_history) every --eval-steps")
+    ap.add_argument("--eval-steps", type=int, default=0)
+    ap.add_argument("--per-device-eval-batch-size", type=int, default=4)
     ap.add_argument("--logging-steps", type=int, default=1,
                     help="TrainingArguments.logging_steps: HF logs the loss averaged over the steps since its "
                          "last log (portatrain's metrics.jsonl has every step)")
@@ -230,6 +245,53 @@ def main():
 
     model = Qwen3ForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
     extra = {"optim": args.optim} if args.optim else {}
+    eval_set = None
+    if args.eval_data:
+        ev = read_shard(args.eval_data)
+        Re = (len(ev) - 1) // T
+
+        class EvalWindows(torch.utils.data.Dataset):
+            def __len__(self):
+                return Re
+
+            def __getitem__(self, i):
+                w = ev[i * T:i * T + T + 1]
+                ids = torch.from_numpy(np.ascontiguousarray(w[:T]))
+                return {"input_ids": ids, "labels": ids.clone(),
+                        "shift_labels": torch.from_numpy(np.ascontiguousarray(w[1:T + 1]))}
+
+        eval_set = EvalWindows()
+        extra.update(eval_strategy="steps", eval_steps=args.eval_steps,
+                     per_device_eval_batch_size=args.per_device_eval_batch_size)
+    if args.save_steps:
+        extra.update(save_strategy="steps", save_steps=args.save_steps, save_only_model=True)
+    optimizers = (None, None)
+    if args.lr_schedule == "torchtitan" or args.weight_decay_params == "all":
+        params = [p for p in model.parameters() if p.requires_grad]
+        if args.weight_decay_params == "all":
+            groups = [{"params": params, "weight_decay": args.weight_decay}]
+        else:
+            decay = set(Trainer.get_decay_parameter_names(None, model))
+            named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+            groups = [{"params": [p for n, p in named if n in decay], "weight_decay": args.weight_decay},
+                      {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                eps=args.adam_epsilon)
+        N, W, off = args.schedule_steps or args.max_steps, args.warmup_steps, args.lr_step_offset
+
+        def titan_factor(i):
+            """LambdaLR's i (0 for the first step) -> TorchTitan's factor of step k = i + 1 + off."""
+            k = i + 1 + off
+            if k <= W:
+                return k / W
+            D = N - W
+            peak = N + 1 - W - D
+            j = k - W - peak
+            return 1.0 if j <= 0 else max(0.0, 1.0 - j / D)
+
+        sched = (torch.optim.lr_scheduler.LambdaLR(opt, titan_factor) if args.lr_schedule == "torchtitan"
+                 else transformers.get_scheduler(args.lr_scheduler_type, opt, args.warmup_steps, args.max_steps))
+        optimizers = (opt, sched)
     if args.epoch_boundary == "hf":
         extra.update(train_sampling_strategy="sequential", dataloader_drop_last=args.dataloader_drop_last)
         if args.num_train_epochs:
@@ -241,13 +303,17 @@ def main():
         lr_scheduler_type=args.lr_scheduler_type, weight_decay=args.weight_decay,
         adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
         max_grad_norm=args.max_grad_norm, seed=args.seed, data_seed=args.seed,
-        logging_steps=args.logging_steps, logging_first_step=True, save_strategy="no", eval_strategy="no",
+        logging_steps=args.logging_steps, logging_first_step=True,
+        **({} if args.save_steps else {"save_strategy": "no"}), **({} if args.eval_data else {"eval_strategy": "no"}),
         report_to="none", use_cpu=True, dataloader_num_workers=0, remove_unused_columns=False,
         disable_tqdm=True, **extra)
-    trainer = Trainer(model=model, args=targs, train_dataset=dataset, data_collator=collate)
+    trainer = Trainer(model=model, args=targs, train_dataset=dataset, eval_dataset=eval_set, data_collator=collate,
+                      optimizers=optimizers)
     trainer.train()
     os.makedirs(args.output_dir, exist_ok=True)
     trainer.state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
+    with open(os.path.join(args.output_dir, "training_args.json"), "w") as f:  # TrainingArguments as JSON
+        f.write(trainer.args.to_json_string())
     opt = trainer.optimizer
     opt = getattr(opt, "optimizer", opt)  # accelerate's wrapper
     run = {

@@ -1,6 +1,7 @@
 // portatrain accept: the acceptance suite (library: src/harness/accept.c).
 #include "cli/cli.h"
 #include "harness/accept.h"
+#include "harness/accept_evidence.h"
 #include "train/train_args.h"
 #include "util/common.h"
 #include "util/json.h"
@@ -25,6 +26,9 @@ static void help(void) {
     printf("usage: portatrain accept --baseline SPEC --candidate SPEC [options]\n\n"
            "SPEC = backend[:fp32|:bf16][:tf32][:tp=N][:dp=N][:fsdp=N], e.g. cpu-ref:fp32, cpu:fp32, cpu:bf16,\n"
            "cuda:fp32:tf32 (tf32: train --tf32, judged with the bf16 profile)\n"
+           "or SPEC = evidence:DIR on both sides: platforms portatrain does not run, judged from what their trainers\n"
+           "left in DIR (evidence.json: log, config, checkpoints, continuation, restart, platform record); a section\n"
+           "without its evidence is not shown and blocks ACCEPTED unless --waive referee,portability,recovery,cost\n"
            "(bf16: --precision bf16 runs, compared with the bf16 profile; docs/PRECISION.md).\n"
            "tp/dp/fsdp: the platform's runs are MPI jobs of tp x dp x fsdp ranks (--launcher), on the same global\n"
            "batch: --per-device-train-batch-size is split over the fsdp x dp data ranks.\n"
@@ -103,7 +107,7 @@ static int train_flag(const pt_train_flag *f, const char *v, pt_train_args *t, p
 
 // -1: parsed; else the exit status.
 static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, const char **cand, long *ckpt,
-                 long *rsave) {
+                 long *rsave, const char **waive) {
     pt_train_args t;
     to_train(o, &t);
     pt_argparse p;
@@ -114,6 +118,7 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); return 0; }
         else if (!strcmp(a, "--baseline")) *base = argp_value(&p);
         else if (!strcmp(a, "--candidate")) *cand = argp_value(&p);
+        else if (!strcmp(a, "--waive")) *waive = argp_value(&p);
         else if (!strcmp(a, "--output-dir")) o->output_dir = argp_value(&p);
         else if (!strcmp(a, "--steps") || !strcmp(a, "--max-steps")) o->steps = argp_int(&p);
         else if (!strcmp(a, "--checkpoint-step")) *ckpt = argp_int(&p);
@@ -147,14 +152,21 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
 int cmd_accept(int argc, char **argv) {
     pt_accept_opts o;
     pt_accept_defaults(&o);
-    const char *base = NULL, *cand = NULL;
+    const char *base = NULL, *cand = NULL, *waive = NULL;
     long ckpt = 0, rsave = 0;
-    int rc = parse(argc, argv, &o, &base, &cand, &ckpt, &rsave);
+    int rc = parse(argc, argv, &o, &base, &cand, &ckpt, &rsave, &waive);
     if (rc >= 0) {  // --help or a usage error
         cJSON_Delete(o.recipe);
         return rc;
     }
     if (!base || !cand) rc = cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
+    else if (!acc_ev_dir_of(base) != !acc_ev_dir_of(cand))
+        rc = cli_usage_error("accept", "evidence:DIR needs evidence on both sides (record the other platform's run "
+                             "as an evidence directory too; docs/ACCEPT.md)");
+    else if (acc_ev_dir_of(base)) {
+        rc = pt_accept_evidence(&o, base, cand, waive);
+        if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
+    } else if (waive) rc = cli_usage_error("accept", "--waive is for evidence:DIR platforms");
     else if (pt_platform_parse(base, &o.baseline) != 0 || pt_platform_parse(cand, &o.candidate) != 0) {
         fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
         rc = 2;

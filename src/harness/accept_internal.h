@@ -11,6 +11,7 @@
 //   accept_cost.c      the price table and the cost section
 //   accept_report.c    report.json's sections and the verdict line
 //   accept_suite.c     pt_accept: the phases in order
+//   accept_evidence*.c platforms portatrain does not run, judged from what their trainers left (accept_evidence.h)
 #pragma once
 #include "harness/accept.h"
 #include "util/common.h"
@@ -67,6 +68,8 @@ typedef struct {
     cJSON *rec;         // recovery
     cJSON *seeds;       // --seeds K >= 2: report.json's seeds section
     cJSON *audit;       // the step-1 audit
+    cJSON *evidence;    // evidence platforms (accept_evidence.h): report.json's "evidence"; NULL for runs
+    cJSON *ev_cost;     // and their cost section, priced from the evidence's platform records
     const char *refused;
 } acc_ctx;
 

@@ -173,6 +173,14 @@ static cJSON *throughput_section(const acc_ctx *c) {
 // The cost section (NULL with its error as a reason: no cost, and no ACCEPTED without one).
 static cJSON *cost_of(acc_ctx *c, int *verdict) {
     const pt_accept_opts *o = c->o;
+    if (c->evidence) {  // priced from the evidence's platform records (accept_evidence_judge.c), or not shown
+        cJSON *co = c->ev_cost;
+        c->ev_cost = NULL;
+        if (co) cJSON_AddNumberToObject(co, "accepted_outcomes", *verdict == 0);
+        if (co && *verdict == 0) cJSON_AddNumberToObject(co, "cost_per_accepted_outcome", jnum(co, "total_cost"));
+        else if (co) cJSON_AddNullToObject(co, "cost_per_accepted_outcome");
+        return co;
+    }
     // Every billed phase ran in this suite at its thread count; a recorded --baseline-run's training was
     // paid for when it was recorded (not billed here), so its own thread count prices nothing.
     const int threads_now = acc_run_threads(c->cand.dir);
@@ -189,6 +197,7 @@ static cJSON *cost_of(acc_ctx *c, int *verdict) {
 // What an accepted candidate passed, as its reasons.
 static void accepted_reasons(acc_ctx *c) {
     const pt_accept_opts *o = c->o;
+    if (c->evidence) return;  // the evidence judge gave its own
     acc_add_reason(c, "convergence within the %s profile", acc_pair_profile(c, &o->baseline, &o->candidate));
     acc_add_reason(c, "checkpoints restore both ways (%s <-> %s)", o->baseline.text, o->candidate.text);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(c->rec, "detail");
@@ -210,7 +219,8 @@ static cJSON *report_json(acc_ctx *c, const char *vs, cJSON *cost) {
     cJSON_AddItemToObject(rep, "reasons", cJSON_Duplicate(c->reasons, 1));
     cJSON_AddItemToObject(rep, "baseline", run_identity(&c->base, c->cpu, acc_run_threads(c->base.dir)));
     cJSON_AddItemToObject(rep, "candidate", run_identity(&c->cand, c->cpu, acc_run_threads(c->cand.dir)));
-    cJSON_AddItemToObject(rep, "frozen_inputs", frozen_section(c));
+    cJSON_AddItemToObject(rep, "frozen_inputs", c->evidence ? cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(
+                                                  c->evidence, "frozen_inputs"), 1) : frozen_section(c));
     cJSON_AddItemToObject(rep, "settings", settings_section(c));
     if (c->cmp) cJSON_AddItemToObject(rep, "convergence", convergence_section(c->cmp, &c->base, &c->cand));
     cJSON *curves = cJSON_AddObjectToObject(rep, "curves");
@@ -222,6 +232,7 @@ static cJSON *report_json(acc_ctx *c, const char *vs, cJSON *cost) {
     if (c->rec) { cJSON_AddItemToObject(rep, "recovery", c->rec); c->rec = NULL; }
     if (c->seeds) { cJSON_AddItemToObject(rep, "seeds", c->seeds); c->seeds = NULL; }
     if (c->audit) { cJSON_AddItemToObject(rep, "audit", c->audit); c->audit = NULL; }
+    if (c->evidence) { cJSON_AddItemToObject(rep, "evidence", c->evidence); c->evidence = NULL; }
     cJSON_AddItemToObject(rep, "phases", cJSON_Duplicate(c->phases, 1));
     if (cost) cJSON_AddItemToObject(rep, "cost", cost);
     cJSON_AddNumberToObject(rep, "wall_s", pt_now_s() - c->t_start);

@@ -633,10 +633,24 @@ static void render_cost(out_t *o, const cJSON *r) {
     }
 }
 
+// accept of evidence directories (accept_evidence_judge.c): the recipe, the referee, the sections not shown.
+static void render_evidence(out_t *o, const cJSON *r) {
+    const cJSON *ev = get(r, "evidence");
+    if (!cJSON_IsObject(ev)) return;
+    const char *rk[] = {"field", "baseline", "candidate", "match"};
+    arr_table(o, "Recipe (from each platform's configuration)", get(get(ev, "recipe"), "fields"), rk, 4);
+    const char *fk[] = {"step", "eval_baseline", "eval_candidate", "rel_diff", "tolerance", "claim_baseline",
+                        "claim_baseline_rel_diff", "claim_candidate", "claim_candidate_rel_diff", "ok"};
+    arr_table(o, "Referee (portatrain eval of both platforms' checkpoints)", get(ev, "referee"), fk, 10);
+    const char *nk[] = {"section", "why", "waived"};
+    arr_table(o, "Sections not shown", get(ev, "not_shown"), nk, 3);
+}
+
 static void render(out_t *o, const cJSON *r) {
     const cJSON *cv = get(r, "convergence");
     render_head(o, r);
     render_identity(o, r);
+    render_evidence(o, r);
     render_convergence(o, cv);
     render_curves(o, r, cv);
     render_seeds(o, r);

@@ -146,6 +146,15 @@ static int load_hf(const char *path, pt_runlog *r) {
             prev = p.step;
             push(r, &cap, p);
         }
+        // eval entries: validation points (HF evaluates the weights after that step); the summary: its runtime
+        const cJSON *ev = cJSON_GetObjectItemCaseSensitive(e, "eval_loss");
+        if (cJSON_IsNumber(ev) && cJSON_IsNumber(s) && s->valuedouble >= 0 && s->valuedouble < 9e15) {
+            r->val = pt_realloc(r->val, sizeof *r->val * (size_t)(r->n_val + 1));
+            r->val[r->n_val++] = (pt_runpoint){(long)s->valuedouble, ev->valuedouble, NAN, NAN, NAN,
+                                               !isfinite(ev->valuedouble), 1, 0, 0, NAN};
+        }
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "train_runtime");
+        if (cJSON_IsNumber(rt) && rt->valuedouble >= 0) r->runtime_s = rt->valuedouble;
         i++;
     }
     cJSON_Delete(root);
@@ -275,13 +284,20 @@ typedef struct {
     const char *path;
     int cap, vcap, line, min_rank, others;
     double t0, last_t;  // first stamp of the log; stamp of the previous step line of this attempt
+    double t_proc, t_load;  // the newest process start and checkpoint load stamps, for the next attempt
     long last_step;     // -1: no step line yet in this attempt
     bool finished, nonfinite, error;
+    bool att_open;    // lines belong to the newest attempt until the next process starts
     long stop_step;
     char reason[160];
 } tt_state;
 
-static void tt_new_attempt(tt_state *st, pt_runlog *r, long first_step) {
+static void tt_new_attempt(tt_state *st, pt_runlog *r, long first_step, double t) {
+    r->att = pt_realloc(r->att, sizeof *r->att * (size_t)(r->n_att + 1));
+    const double rel = t - st->t0;
+    r->att[r->n_att++] = (pt_attempt){first_step, -1, isfinite(st->t_proc) ? st->t_proc - st->t0 : rel,
+                                      st->t_load - st->t0, rel, NAN, NAN, rel};
+    st->t_proc = st->t_load = NAN;
     r->attempts++;
     r->resumed_from = first_step > 1 ? first_step - 1 : -1;
     st->finished = st->nonfinite = st->error = false;
@@ -301,6 +317,12 @@ static int tt_step(tt_state *st, pt_runlog *r, const char *l, const tt_line *t) 
     const bool has_g = field_res(l, "grad_norm:", &g, &gres);
     if (!has_g) { g = NAN; gres = 0; }
     pt_runpoint p = {step, lo, g, NAN, NAN, !isfinite(lo) || (has_g && !isfinite(g)), 1, lres, gres, NAN};
+    if (r->n_att && isfinite(t->time)) {
+        pt_attempt *a = &r->att[r->n_att - 1];
+        a->last_step = step;
+        a->t_last_step = t->time - st->t0;
+        if (!isfinite(a->t_first_step)) a->t_first_step = a->t_last_step;
+    }
     if (isfinite(t->time)) {
         p.wall_time = t->time - st->t0;
         // A step line closes log_freq steps: their mean time. The first of an attempt includes the start-up.
@@ -342,9 +364,11 @@ static void tt_nonfinite_stop(tt_state *st, pt_runlog *r, const char *m) {
     push(r, &st->cap, (pt_runpoint){step, NAN, NAN, NAN, NAN, true, 1, 0, 0, NAN});
 }
 
-static void tt_event(tt_state *st, pt_runlog *r, const char *m) {
+static void tt_event(tt_state *st, pt_runlog *r, const char *m, double t) {
     long v;
-    if (sscanf(m, "Training starts at step %ld", &v) == 1) tt_new_attempt(st, r, v);
+    if (!strncmp(m, "torchtitan version", 18)) st->t_proc = t;
+    if (!strncmp(m, "Loading the checkpoint from ", 28) && strstr(m, "step-")) st->t_load = t;
+    if (sscanf(m, "Training starts at step %ld", &v) == 1) tt_new_attempt(st, r, v, t);
     else if (!strncmp(m, "Training completed", 18)) st->finished = true;
     else if (!strncmp(m, "Saving the checkpoint", 21) || !strncmp(m, "Staging the checkpoint", 22)) r->ckpt_saves++;
     else if (!strncmp(m, "Loading the checkpoint from ", 28) && strstr(m, "step-")) r->ckpt_loads++;
@@ -393,7 +417,7 @@ static int load_torchtitan(const char *path, pt_runlog *r) {
     char *text = read_all(path);
     if (!text) return -1;
     tt_state st = {.path = path, .min_rank = tt_min_rank(text), .t0 = NAN, .last_t = NAN, .last_step = -1,
-                   .stop_step = -1};
+                   .stop_step = -1, .t_proc = NAN, .t_load = NAN};
     r->resumed_from = -1;
     char *cur = text;
     int rc = 0;
@@ -404,9 +428,16 @@ static int load_torchtitan(const char *path, pt_runlog *r) {
         const bool step_line = tt_step_line(t.msg, l);
         if (t.rank >= 0 && st.min_rank >= 0 && t.rank != st.min_rank) { st.others += step_line; continue; }
         if (isfinite(t.time) && !isfinite(st.t0)) st.t0 = t.time;
+        // an attempt ends where the next process starts
+        const bool proc_start = !strncmp(t.msg, "torchtitan version", 18);
+        if (proc_start) st.att_open = false;
+        else if (isfinite(t.time) && st.att_open) r->att[r->n_att - 1].t_end = t.time - st.t0;
         if (strstr(t.msg, "validate step:")) rc = tt_validation(&st, r, t.msg);
         else if (step_line) rc = tt_step(&st, r, t.msg, &t);
-        else tt_event(&st, r, t.msg);
+        else {
+            tt_event(&st, r, t.msg, t.time);
+            if (!strncmp(t.msg, "Training starts at step", 23)) st.att_open = true;
+        }
     }
     free(text);
     if (rc) return -1;
@@ -574,7 +605,7 @@ static const char *detect(const char *path) {
 
 int pt_runlog_load(const char *path, const char *format, pt_runlog *out) {
     memset(out, 0, sizeof *out);
-    out->eval_loss = NAN;
+    out->eval_loss = out->runtime_s = NAN;
     out->stop_step = out->resumed_from = -1;
     out->path = pt_strdup(path);
     char *file = NULL;
@@ -631,5 +662,6 @@ void pt_runlog_free(pt_runlog *r) {
     free(r->skipped);
     free(r->pts);
     free(r->val);
+    free(r->att);
     memset(r, 0, sizeof *r);
 }

@@ -19,6 +19,17 @@ typedef struct {
     double wall_time;  // seconds since the log's first time stamp; NAN when the log has no stamps
 } pt_runpoint;
 
+// One attempt of a TorchTitan log (a process that started training), its times in seconds since the log's
+// first stamp (NAN: no such line): what a restart's cost is measured from.
+typedef struct {
+    long first_step, last_step;  // its "Training starts at step N" and its last step line (-1: none)
+    double t_begin;              // the process's first line ("torchtitan version ...")
+    double t_load;               // "Loading the checkpoint from .../step-N" (a resume), NAN otherwise
+    double t_start;              // "Training starts at step N"
+    double t_first_step, t_last_step;  // its first and last step lines
+    double t_end;                // its last stamped line
+} pt_attempt;
+
 // Why a run ended, as far as its log can tell.
 typedef enum {
     PT_END_UNKNOWN = 0,  // the format has no end-of-training line (CSV, JSONL, HF, portatrain dirs)
@@ -43,11 +54,15 @@ typedef struct {
     long stop_step;      // PT_END_NONFINITE / PT_END_ERROR: the step it stopped at (the last step logged when the
                          // error names none); -1 otherwise
     char stop_reason[160];  // one line: "loss is not finite (global_avg_loss=nan)", the error line, ...
-    pt_runpoint *val;    // validation losses ("validate step: N  loss: ..."), by step; not curve points
+    pt_runpoint *val;    // validation losses (TorchTitan "validate step: N  loss: ...", HF "eval_loss"), by step;
+                         // not curve points
     int n_val;
+    double runtime_s;    // HF: the summary's train_runtime (seconds of training); NAN when absent
     int attempts;        // training starts in the log (a resumed run pasted after its first attempt: 2); 0 if unknown
     int ckpt_saves, ckpt_loads;
     long resumed_from;   // the step the last attempt loaded a checkpoint of (its first step - 1); -1 when none
+    pt_attempt *att;     // TorchTitan: each attempt's steps and times (n_att of them); NULL for other formats
+    int n_att;
 } pt_runlog;
 
 // format: NULL or "auto" to detect. 0 or -1 with an error naming file:line; a file no importer recognises
