@@ -30,8 +30,11 @@ and, each into tests/fixtures/torchtitan/NAME.log (`> NAME.log 2>&1`):
   nonfinite:          $R --out /tmp/tt/e --steps 12 --lr 1e6
   resumed:            $R --out /tmp/tt/g --steps 12 --ckpt-interval 4 --stop-after 6, then the same without
                       --stop-after, appended to the same file (the second attempt resumes from step 4)
-Two ranks (FSDP2 over gloo): --nproc 2 --batch 2 (no fixture of it committed yet).
-(--seed 42 and the other defaults: seq-len 64, batch 4, lr 3e-3, warm-up 2, wd 0.1, max-norm 1.0, log-freq 1.)
+Two ranks (FSDP2 over gloo): --nproc 2 --batch 2 (tests/fixtures/torchtitan_docs/make.sh: one and two ranks on
+400 documents, which portatrain replays with --data-mode documents; docs/COMPARE.md).
+(--seed 42 and the other defaults: seq-len 64, batch 4, lr 3e-3, warm-up 2 then linear decay over 80% of the steps
+(decay_ratio 0.8 of TorchTitan's qwen3 debug recipe), wd 0.1 on every parameter, betas 0.9/0.95, max-norm 1.0,
+log-freq 1.)
 """
 import argparse
 import json
