@@ -2,8 +2,8 @@
 # accept's step-1 audit locates a defect the curves let through: the two porting slips whose 60-step curves
 # stay inside the fp32 profile (rmsnorm eps after the square root, swiglu backward without the sigmoid
 # derivative) and an optimizer slip (weight decay on the norm weights) are REJECTED naming where they enter: the first forward statistic that differs, else the first
-# gradient to differ in backward order; a correct control (cpu at 1 thread vs
-# cpu-ref) passes the audit with differences that are not zero; a platform whose dump is missing is REJECTED,
+# gradient to differ in backward order; two correct controls (cpu at 1 thread vs cpu-ref, and the cross-entropy
+# softmax without max-subtraction) pass the audit with differences that are not zero; a platform whose dump is missing is REJECTED,
 # never ACCEPTED. Tiny config, 8 steps of 2 x 16 tokens.
 set -u
 B=${PORTATRAIN:?}; S=${PT_SOURCE_DIR:?}; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -27,6 +27,10 @@ if [ "$BASE" = cpu-ref:fp32 ]; then
     jcheck "$R" "0 < max(t['grad_diff'] for t in r['audit']['tensors']) < r['audit']['tolerances']['grad_full']" \
         "  cpu vs cpu-ref gradients differ, within tolerance (the audit is not comparing a platform with itself)"
 fi
+# 1b. a second correct control: the cross-entropy softmax without the max subtraction (only the rounding moves)
+PT_FAULT_KERNEL=softmax_no_max check 0 "verdict: ACCEPTED" -- \
+    "$B" accept --baseline $BASE --candidate cpu:fp32 $A --output-dir "$T/nomax"
+jcheck "$T/nomax/report.json" "r['audit']['verdict']=='pass'" "  the softmax-without-max control passes the audit"
 for f in report.html report.md; do
     grep -q "Step-1 audit: per tensor" "$T/ok/$f" && echo "ok: $f has the per-tensor audit table" || { echo "FAIL: no audit table in $f"; fail=1; }
 done

@@ -17,6 +17,11 @@
 //   nondet_embedding_bwd  embedding_backward adds the rows that share a token
 //                id in an order that changes from run to run, as an
 //                atomicAdd scatter on a GPU does
+// And one that is correct, a control the judges must accept as they accept the
+// cpu backend itself (tests/test_accept_locate.sh):
+//   softmax_no_max  the cross-entropy's softmax without subtracting the row
+//                maximum: exact in real arithmetic, only the rounding moves
+//                (safe while the logits stay far below exp's overflow at 88)
 // They live apart from cpu.c so that the production kernels carry no test
 // switch: a fault is a copy of the backend's const ops table with one entry
 // replaced, and the backend itself never knows.
@@ -37,16 +42,19 @@ typedef struct {
     int kind;  // F_*
 } fault_table;
 
-enum { F_RMSNORM_EPS, F_BF16_CAST, F_EPS_AFTER_SQRT, F_SWIGLU_BWD, F_DECAY_NORMS, F_NONDET_EMB_BWD, F_COUNT };
+enum { F_RMSNORM_EPS, F_BF16_CAST, F_EPS_AFTER_SQRT, F_SWIGLU_BWD, F_DECAY_NORMS, F_NONDET_EMB_BWD, F_SOFTMAX_NO_MAX,
+       F_COUNT };
 static const char *const fault_names[F_COUNT] = {"rmsnorm_eps", "bf16_cast", "rmsnorm_eps_after_sqrt",
                                                  "swiglu_bwd_no_sigmoid_deriv", "adamw_decay_norms",
-                                                 "nondet_embedding_bwd"};
+                                                 "nondet_embedding_bwd", "softmax_no_max"};
 static const char *const fault_what[F_COUNT] = {"uses a WRONG rmsnorm eps", "casts to bf16 WRONGLY",
                                                 "adds the rmsnorm eps WRONGLY after the square root",
                                                 "runs swiglu backward WITHOUT the sigmoid derivative",
                                                 "decays the norm weights WRONGLY",
                                                 "adds embedding gradients in a run-to-run varying order (not "
-                                                "deterministic)"};
+                                                "deterministic)",
+                                                "computes the cross-entropy softmax without the max "
+                                                "subtraction (a correct control)"};
 
 static const pt_backend_ops *base_ops(const pt_backend *be) { return ((const fault_table *)be->ops)->base; }
 
@@ -154,6 +162,37 @@ static void embedding_backward_nondet(pt_backend *be, real_t *dwte, const real_t
     free(perm);
 }
 
+// lm_head_xent's contract (backend.h) through the base matmuls and an [N,V]
+// logits buffer, with logsumexp = log(sum exp(l)) taken without the row
+// maximum: the same function, another rounding.
+static void lm_head_xent_no_max(pt_backend *be, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
+                                const real_t *w, const int32_t *targets, int N, int C, int V, float scale) {
+    const pt_backend_ops *b = base_ops(be);
+    real_t *lg = malloc(sizeof(real_t) * (size_t)N * V);
+    if (!lg) {
+        fprintf(stderr, "portatrain: error: PT_FAULT_KERNEL=softmax_no_max: out of memory\n");
+        exit(1);
+    }
+    b->matmul_forward(be, lg, inp, w, N, C, V);
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (int n = 0; n < N; n++) {
+        real_t *l = lg + (size_t)n * V;
+        double z = 0;
+        for (int v = 0; v < V; v++) z += exp((double)l[v]);
+        const int t = targets[n];
+        if (t >= 0) total += log(z) - (double)l[t];
+        for (int v = 0; v < V; v++)  // l becomes d(loss_n)/d(logits) x scale (0 for an ignored row)
+            l[v] = t < 0 ? 0.0f : (real_t)(scale * (exp((double)l[v]) / z - (v == t ? 1.0 : 0.0)));
+    }
+    *loss_sum = total;
+    if (dinp) {
+        b->zero(be, dinp, sizeof(real_t) * (size_t)N * C);
+        b->matmul_backward(be, dinp, dw, lg, inp, w, N, C, V);
+    }
+    free(lg);
+}
+
 // The faulty copy of `base`, made on first use and kept for the process (the
 // cpu backend has two tables; every backend created with one shares its copy).
 static const pt_backend_ops *faulty(const pt_backend_ops *base, int kind) {
@@ -175,6 +214,10 @@ static const pt_backend_ops *faulty(const pt_backend_ops *base, int kind) {
     case F_EPS_AFTER_SQRT: t->ops.rmsnorm_forward = rmsnorm_forward_eps_after_sqrt; break;
     case F_SWIGLU_BWD: t->ops.swiglu_backward = swiglu_backward_no_sigmoid_deriv; break;
     case F_DECAY_NORMS: t->ops.adamw = adamw_decay_everything; break;
+    case F_SOFTMAX_NO_MAX:
+        t->ops.lm_head_xent = lm_head_xent_no_max;
+        t->ops.lm_head_xent_bf16 = NULL;  // an fp32 control
+        break;
     default: t->ops.embedding_backward = embedding_backward_nondet; break;
     }
     return &t->ops;
