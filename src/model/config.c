@@ -231,10 +231,12 @@ static int parse_root(qwen3_config *c, const cJSON *root, const char *what) {
     if (check_not_null(root, what)) return -1;
     const char *model_type = NULL;
     if (pt_json_get_string(root, "model_type", &model_type, what) < 0) return -1;
-    if (model_type && strcmp(model_type, "qwen3") != 0) {
-        pt_set_error("%s: model_type is \"%s\"; only \"qwen3\" (dense Qwen3) is supported", what, model_type);
+    if (model_type && strcmp(model_type, "qwen3") != 0 && strcmp(model_type, "qwen3_moe") != 0) {
+        pt_set_error("%s: model_type is \"%s\"; only \"qwen3\" (dense Qwen3) and \"qwen3_moe\" are supported", what,
+                     model_type);
         return -1;
     }
+    if (model_type && !strcmp(model_type, "qwen3_moe") && qwen3_moe_config_parse(c, root, what)) return -1;
     c->rms_norm_eps = 1e-6;
     c->initializer_range = 0.02;
     c->tie_word_embeddings = false;  // Qwen3Config's default
@@ -268,7 +270,7 @@ int qwen3_config_load(qwen3_config *cfg, const char *path) {
 cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON *r = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(r, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
+    cJSON_AddItemToArray(arch, cJSON_CreateString(c->moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"));
     cJSON_AddBoolToObject(r, "attention_bias", 0);
     cJSON_AddNumberToObject(r, "attention_dropout", c->attention_dropout);
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(r, "bos_token_id", c->bos_token_id);
@@ -284,7 +286,7 @@ cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON_AddNumberToObject(r, "initializer_range", c->initializer_range);
     cJSON_AddNumberToObject(r, "intermediate_size", c->intermediate_size);
     cJSON_AddNumberToObject(r, "max_position_embeddings", c->max_position_embeddings);
-    cJSON_AddStringToObject(r, "model_type", "qwen3");
+    cJSON_AddStringToObject(r, "model_type", c->moe ? "qwen3_moe" : "qwen3");
     cJSON_AddNumberToObject(r, "num_attention_heads", c->num_attention_heads);
     cJSON_AddNumberToObject(r, "num_hidden_layers", c->num_hidden_layers);
     cJSON_AddNumberToObject(r, "num_key_value_heads", c->num_key_value_heads);
@@ -297,6 +299,7 @@ cJSON *qwen3_config_to_json(const qwen3_config *c, const char *torch_dtype) {
     cJSON_AddBoolToObject(r, "use_cache", 1);
     cJSON_AddBoolToObject(r, "use_sliding_window", 0);
     cJSON_AddNumberToObject(r, "vocab_size", c->vocab_size);
+    if (c->moe) qwen3_moe_config_to_json(c, r);
     return r;
 }
 

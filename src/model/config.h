@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #define QWEN3_MAX_EOS_IDS 16
+#define QWEN3_MAX_MLP_ONLY_LAYERS 256
 
 typedef struct {
     int vocab_size;
@@ -25,6 +26,17 @@ typedef struct {
     // eos_token_id given as a list (HF allows int or list): kept to write it back unchanged
     int num_eos_token_ids;           // 0 when eos_token_id is absent or an integer
     int eos_token_ids[QWEN3_MAX_EOS_IDS];
+    // Qwen3-MoE (model_type "qwen3_moe", Qwen3MoeConfig); all zero for a dense model.
+    bool moe;
+    int num_experts;                 // "num_experts" (written "num_local_experts" by transformers 5)
+    int num_experts_per_tok;         // top-k
+    int moe_intermediate_size;       // each expert's SwiGLU width
+    int decoder_sparse_step;         // layer l is sparse when (l + 1) % step == 0 ...
+    int num_mlp_only_layers;         // ... and l is not listed in mlp_only_layers
+    int mlp_only_layers[QWEN3_MAX_MLP_ONLY_LAYERS];
+    bool norm_topk_prob;             // renormalise the top-k probabilities to sum 1
+    bool output_router_logits;       // add router_aux_loss_coef x load-balancing loss to the loss
+    double router_aux_loss_coef;
 } qwen3_config;
 
 // Parses an HF config.json (model_type "qwen3"); accepts `rope_theta` or the
@@ -36,8 +48,14 @@ int qwen3_config_load(qwen3_config *cfg, const char *path);
 int qwen3_config_parse(qwen3_config *cfg, const char *json, size_t len, const char *what);
 // Writes an HF-loadable config.json (atomically). torch_dtype: "float32"/"bfloat16".
 int qwen3_config_save(const qwen3_config *cfg, const char *path, const char *torch_dtype);
-// The same fields as a cJSON object (HF config.json keys); caller frees.
 struct cJSON;
+// The same fields as a cJSON object (HF config.json keys); caller frees.
 struct cJSON *qwen3_config_to_json(const qwen3_config *cfg, const char *torch_dtype);
+// Whether decoder layer l has the sparse MoE block (Qwen3MoeDecoderLayer's rule); false for dense models.
+bool qwen3_layer_is_sparse(const qwen3_config *cfg, int l);
+// The qwen3_moe fields of a config.json object (config_moe.c); root is a cJSON object.
+int qwen3_moe_config_parse(qwen3_config *cfg, const struct cJSON *root, const char *what);
+void qwen3_moe_config_to_json(const qwen3_config *cfg, struct cJSON *out);
+
 // Checks internal consistency (positive sizes, heads divisible by kv heads, even head_dim).
 int qwen3_config_validate(const qwen3_config *cfg, const char *what);

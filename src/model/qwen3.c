@@ -1,4 +1,5 @@
 #include "model/qwen3.h"
+#include "model/qwen3_moe.h"
 #include "util/philox.h"
 
 #include <math.h>
@@ -39,6 +40,7 @@ static void bind_views(qwen3_model *m, real_t *base, real_t **embed, real_t **fi
             else if (!strcmp(t->name, "lm_head.weight")) *lm_head = p;
             continue;
         }
+        if (t->kind >= P_LAYER_COUNT) continue;  // MoE tensors: the block finds them by offset (qwen3_moe.c)
         qwen3_layer_params *L = &layers[t->layer];
         real_t **slot[P_LAYER_COUNT] = {&L->input_norm, &L->q, &L->k, &L->v, &L->o, &L->q_norm,
                                         &L->k_norm, &L->post_norm, &L->gate, &L->up, &L->down};
@@ -69,6 +71,23 @@ static int create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be, int a
         LT(P_Q_NORM, "self_attn.q_norm.weight", 1, D, 1)
         LT(P_K_NORM, "self_attn.k_norm.weight", 1, D, 1)
         LT(P_POST_NORM, "post_attention_layernorm.weight", 1, C, 1)
+        if (qwen3_layer_is_sparse(cfg, l)) {
+            const int EI = cfg->moe_intermediate_size;
+            LT(P_ROUTER, "mlp.gate.weight", 2, cfg->num_experts, C)
+            for (int e = 0; e < cfg->num_experts; e++) {
+                char en[64];
+                snprintf(en, sizeof en, "mlp.experts.%d.gate_proj.weight", e);
+                LT(P_EXPERT_GATE, en, 2, EI, C)
+                m->tensors[m->num_tensors - 1].expert = e;
+                snprintf(en, sizeof en, "mlp.experts.%d.up_proj.weight", e);
+                LT(P_EXPERT_UP, en, 2, EI, C)
+                m->tensors[m->num_tensors - 1].expert = e;
+                snprintf(en, sizeof en, "mlp.experts.%d.down_proj.weight", e);
+                LT(P_EXPERT_DOWN, en, 2, C, EI)
+                m->tensors[m->num_tensors - 1].expert = e;
+            }
+            continue;
+        }
         LT(P_GATE, "mlp.gate_proj.weight", 2, I, C)
         LT(P_UP, "mlp.up_proj.weight", 2, I, C)
         LT(P_DOWN, "mlp.down_proj.weight", 2, C, I)
@@ -82,6 +101,7 @@ static int create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be, int a
         m->params = be->ops->alloc(be, sizeof(real_t) * m->num_params);
         bind_views(m, m->params, &m->embed, &m->final_norm, &m->lm_head, m->layers);
     }
+    if (cfg->moe && qwen3_moe_create(m) != 0) return -1;
     return 0;
 }
 
@@ -109,6 +129,10 @@ int qwen3_set_precision(qwen3_model *m, const char *precision) {
     }
     if (!be->ops->round_bf16) {
         pt_set_error("backend %s has no bf16 path (precision bf16)", be->name);
+        return -1;
+    }
+    if (m->moe) {
+        pt_set_error("precision bf16 is not implemented for Qwen3-MoE models (model_type qwen3_moe)");
         return -1;
     }
     if (m->act_memory || !m->params || m->par) {
@@ -195,7 +219,9 @@ void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grad
             real_t *base = g ? grads_base : params_base;
             if (!base) continue;
             real_t *p = base + (t->offset - off);
-            if (t->layer >= 0) {
+            if (t->layer >= 0 && t->kind >= P_LAYER_COUNT) {
+                continue;
+            } else if (t->layer >= 0) {
                 qwen3_layer_params *L = g ? &m->dlayers[t->layer] : &m->layers[t->layer];
                 real_t **slot[P_LAYER_COUNT] = {&L->input_norm, &L->q, &L->k, &L->v, &L->o, &L->q_norm,
                                                 &L->k_norm, &L->post_norm, &L->gate, &L->up, &L->down};
@@ -247,6 +273,7 @@ static void free_activations(qwen3_model *m) {
 
 void qwen3_free(qwen3_model *m) {
     if (!m->be) return;
+    qwen3_moe_free(m);
     free_activations(m);
     if (m->params) m->be->ops->free(m->be, m->params);
     if (m->grads) m->be->ops->free(m->be, m->grads);
@@ -508,6 +535,12 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     cast(m, a->res_mid, (size_t)N * C);
     // MLP block
     be->ops->rmsnorm_forward(be, a->ln2, a->ln2_rstd, a->res_mid, p->post_norm, N, C, eps);
+    if (m->moe && qwen3_layer_is_sparse(c, l)) {
+        if (for_backward) return;  // the sparse block keeps its own activations
+        qwen3_moe_forward(m, l, a->ln2, res_out, N);
+        be->ops->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+        return;
+    }
     linear_forward(m, a->gate, a->ln2, p->gate, N, C, I);
     linear_forward(m, a->up, a->ln2, p->up, N, C, I);
     cast(m, a->gate, (size_t)N * I);
@@ -556,6 +589,7 @@ static void forward_trunk(qwen3_model *m, int B, int T) {
     }
     gather(m, c->num_hidden_layers + 1);
     be->ops->rmsnorm_forward(be, m->lnf, m->lnf_rstd, m->res_final, m->final_norm, N, C, eps);
+    if (m->moe) qwen3_moe_finish_forward(m, N);
 }
 
 void qwen3_set_positions(qwen3_model *m, const int32_t *pos) { m->next_pos = pos; }
@@ -599,6 +633,10 @@ static int upload_positions(qwen3_model *m, int B, int T) {
 static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int *num_targets) {
     const size_t N = (size_t)B * T;
     if (check_ids(m, ids, targets, N) != 0) return -1;
+    if (m->moe && m->par) {
+        pt_set_error("Qwen3-MoE models (model_type qwen3_moe) run on one process only (no TP, FSDP or DP yet)");
+        return -1;
+    }
     if (qwen3_alloc_activations(m, B, T) != 0) return -1;
     if (upload_positions(m, B, T) != 0) return -1;
     refresh_working_weights(m);
@@ -654,13 +692,33 @@ int qwen3_forward(qwen3_model *m, const int32_t *ids, const int32_t *targets, in
     return 0;
 }
 
+// The dense MLP's backward: res_out = res_mid + down(silu(gate) * up); m->d_ln = d(ln2) from m->d_res.
+static void mlp_backward(qwen3_model *m, int l, int N) {
+    pt_backend *be = m->be;
+    const int C = m->cfg.hidden_size, I = m->cfg.intermediate_size;
+    const qwen3_layer_acts *a = &m->acts[l];
+    const qwen3_layer_params *p = &m->layers[l];
+    const qwen3_layer_params *dp = &m->dlayers[l];
+    be->ops->zero(be, m->d_act, sizeof(real_t) * (size_t)N * I);
+    linear_backward(m, m->d_act, dp->down, m->d_res, a->act, p->down, N, I, C);
+    cast(m, m->d_act, (size_t)N * I);
+    be->ops->swiglu_backward(be, m->d_gate, m->d_up, m->d_act, a->gate, a->up, (size_t)N * I);
+    cast(m, m->d_gate, (size_t)N * I);
+    cast(m, m->d_up, (size_t)N * I);
+    be->ops->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
+    linear_backward(m, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
+    linear_backward(m, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
+    tp_allreduce(m, m->d_ln, (size_t)N * C);  // gate/up are column-parallel: partial d(ln2)
+    cast(m, m->d_ln, (size_t)N * C);
+}
+
 int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T,
                            float loss_scale, double *loss_sum, int *num_targets) {
     if (!m->dembed) qwen3_alloc_grads(m);  // (a parallel runtime binds its own gradient views)
     if (prepare(m, ids, targets, B, T, num_targets) != 0) return -1;
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
-    const int N = B * T, C = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads,
+    const int N = B * T, C = c->hidden_size, H = c->num_attention_heads,
               KV = c->num_key_value_heads, D = c->head_dim;
     forward_trunk(m, B, T);
     // Fused lm_head + loss: d_ln = d(loss)/d(lnf), dlm_head accumulated.
@@ -683,18 +741,9 @@ int qwen3_forward_backward(qwen3_model *m, const int32_t *ids, const int32_t *ta
         const qwen3_layer_acts *a = &m->acts[l];
         const qwen3_layer_params *p = &m->layers[l];
         const qwen3_layer_params *dp = &m->dlayers[l];
-        // d_res = d(res_out). MLP: res_out = res_mid + down(silu(gate) * up)
-        be->ops->zero(be, m->d_act, sizeof(real_t) * (size_t)N * I);
-        linear_backward(m, m->d_act, dp->down, m->d_res, a->act, p->down, N, I, C);
-        cast(m, m->d_act, (size_t)N * I);
-        be->ops->swiglu_backward(be, m->d_gate, m->d_up, m->d_act, a->gate, a->up, (size_t)N * I);
-        cast(m, m->d_gate, (size_t)N * I);
-        cast(m, m->d_up, (size_t)N * I);
-        be->ops->zero(be, m->d_ln, sizeof(real_t) * (size_t)N * C);
-        linear_backward(m, m->d_ln, dp->gate, m->d_gate, a->ln2, p->gate, N, C, I);
-        linear_backward(m, m->d_ln, dp->up, m->d_up, a->ln2, p->up, N, C, I);
-        tp_allreduce(m, m->d_ln, (size_t)N * C);  // gate/up are column-parallel: partial d(ln2)
-        cast(m, m->d_ln, (size_t)N * C);
+        // d_res = d(res_out). MLP: res_out = res_mid + mlp(ln2), d_ln = d(ln2)
+        if (m->moe && qwen3_layer_is_sparse(c, l)) qwen3_moe_backward(m, l, m->d_ln, m->d_res, a->ln2, N, 1.0f);
+        else mlp_backward(m, l, N);
         be->ops->rmsnorm_backward(be, m->d_res, dp->post_norm, m->d_ln, a->res_mid, p->post_norm, a->ln2_rstd, N, C);
         cast(m, m->d_res, (size_t)N * C);
         // d_res = d(res_mid). Attention: res_mid = res_in + o(attn(...))

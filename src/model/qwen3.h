@@ -15,6 +15,9 @@
 enum {
     P_INPUT_NORM, P_Q, P_K, P_V, P_O, P_Q_NORM, P_K_NORM, P_POST_NORM, P_GATE, P_UP, P_DOWN, P_LAYER_COUNT
 };
+// The sparse MoE block of a Qwen3-MoE layer (in place of P_GATE, P_UP, P_DOWN): the router, then each
+// expert's gate/up/down in HF's per-expert names (model.layers.L.mlp.experts.E.gate_proj.weight, ...).
+enum { P_ROUTER = P_LAYER_COUNT, P_EXPERT_GATE, P_EXPERT_UP, P_EXPERT_DOWN };
 
 typedef struct {
     char name[96];     // HF state-dict name
@@ -24,6 +27,7 @@ typedef struct {
     size_t numel;
     int layer;         // -1 for embed/final norm/lm_head
     int kind;          // P_* within a layer, -1 otherwise
+    int expert;        // the expert of a P_EXPERT_* tensor, 0 otherwise
 } qwen3_param_info;
 
 typedef struct {
@@ -117,6 +121,8 @@ struct qwen3_model {
     real_t *wparams;
     uint16_t *wpacked;
     int wparams_stale;
+    // Qwen3-MoE: the sparse blocks' routing and activations (model/qwen3_moe.h); NULL for a dense model.
+    struct qwen3_moe *moe;
 };
 
 // "fp32" (default) or "bf16": bf16 weights and activations where Hugging

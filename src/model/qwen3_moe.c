@@ -1,0 +1,328 @@
+#include "model/qwen3_moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// One sparse layer: where its tensors are, its routing (host) and its activations (backend) of the last
+// forward. Rows r of the gathered buffers are grouped by expert: expert e owns [start[e], start[e+1]).
+typedef struct {
+    int router;                   // index into m->tensors; expert e's gate/up/down follow at router+1+3e
+    real_t *probs;                // host [N,E] softmax of the router logits
+    int32_t *sel;                 // host [N,K] experts chosen, by decreasing probability
+    real_t *topw;                 // host [N,K] their routing weights
+    int32_t *row_token, *row_slot;  // host [N*K]: token and top-k slot of gathered row r
+    int32_t *start;               // host [E+1]
+    real_t *logits;               // backend [N,E]
+    real_t *xg, *gate, *up, *act, *eout;  // backend [N*K,C], [N*K,I] x3, [N*K,C] (eout: before the weight)
+} moe_layer;
+
+struct qwen3_moe {
+    moe_layer *layers;  // [L]; router < 0 for dense layers
+    int cap_N;          // tokens the buffers hold
+    double aux;         // the last forward's load-balancing loss
+    double *frac;       // host [E]: fraction of routed slots per expert over all sparse layers (aux's f_e)
+    // shared scratch: host rows, backend gradients of the gathered rows
+    real_t *h_rows, *h_rows2, *h_tok, *h_dlogits;
+    real_t *d_eout, *d_act, *d_gate, *d_up, *d_xg, *d_logits;
+};
+
+int qwen3_moe_create(qwen3_model *m) {
+    const qwen3_config *c = &m->cfg;
+    qwen3_moe *s = pt_calloc(1, sizeof *s);
+    s->layers = pt_calloc(c->num_hidden_layers, sizeof(moe_layer));
+    for (int l = 0; l < c->num_hidden_layers; l++) s->layers[l].router = -1;
+    for (int i = 0; i < m->num_tensors; i++)
+        if (m->tensors[i].kind == P_ROUTER) s->layers[m->tensors[i].layer].router = i;
+    s->frac = pt_calloc(c->num_experts > 0 ? c->num_experts : 1, sizeof(double));
+    m->moe = s;
+    return 0;
+}
+
+static void free_buffers(qwen3_model *m) {
+    qwen3_moe *s = m->moe;
+    pt_backend *be = m->be;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        moe_layer *y = &s->layers[l];
+        free(y->probs); free(y->sel); free(y->topw); free(y->row_token); free(y->row_slot); free(y->start);
+        real_t *dev[] = {y->logits, y->xg, y->gate, y->up, y->act, y->eout};
+        for (size_t i = 0; i < PT_ARRAY_LEN(dev); i++)
+            if (dev[i]) be->ops->free(be, dev[i]);
+        const int router = y->router;
+        memset(y, 0, sizeof *y);
+        y->router = router;
+    }
+    free(s->h_rows); free(s->h_rows2); free(s->h_tok); free(s->h_dlogits);
+    real_t *dev[] = {s->d_eout, s->d_act, s->d_gate, s->d_up, s->d_xg, s->d_logits};
+    for (size_t i = 0; i < PT_ARRAY_LEN(dev); i++)
+        if (dev[i]) be->ops->free(be, dev[i]);
+    s->h_rows = s->h_rows2 = s->h_tok = s->h_dlogits = NULL;
+    s->d_eout = s->d_act = s->d_gate = s->d_up = s->d_xg = s->d_logits = NULL;
+    s->cap_N = 0;
+}
+
+void qwen3_moe_free(qwen3_model *m) {
+    if (!m->moe) return;
+    free_buffers(m);
+    free(m->moe->layers);
+    free(m->moe->frac);
+    free(m->moe);
+    m->moe = NULL;
+}
+
+static void ensure_buffers(qwen3_model *m, int N) {
+    qwen3_moe *s = m->moe;
+    if (N <= s->cap_N) return;
+    free_buffers(m);
+    pt_backend *be = m->be;
+    const size_t E = m->cfg.num_experts, K = m->cfg.num_experts_per_tok, C = m->cfg.hidden_size,
+                 I = m->cfg.moe_intermediate_size, R = (size_t)N * K;
+    const size_t F = sizeof(real_t);
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        moe_layer *y = &s->layers[l];
+        if (y->router < 0) continue;
+        y->probs = pt_malloc(F * N * E);
+        y->sel = pt_malloc(sizeof(int32_t) * R);
+        y->topw = pt_malloc(F * R);
+        y->row_token = pt_malloc(sizeof(int32_t) * R);
+        y->row_slot = pt_malloc(sizeof(int32_t) * R);
+        y->start = pt_malloc(sizeof(int32_t) * (E + 1));
+        y->logits = be->ops->alloc(be, F * N * E);
+        y->xg = be->ops->alloc(be, F * R * C);
+        y->gate = be->ops->alloc(be, F * R * I);
+        y->up = be->ops->alloc(be, F * R * I);
+        y->act = be->ops->alloc(be, F * R * I);
+        y->eout = be->ops->alloc(be, F * R * C);
+    }
+    const size_t rows = R > (size_t)N ? R : (size_t)N;
+    s->h_rows = pt_malloc(F * rows * C);
+    s->h_rows2 = pt_malloc(F * rows * C);
+    s->h_tok = pt_malloc(F * (size_t)N * C);
+    s->h_dlogits = pt_malloc(F * (size_t)N * E);
+    s->d_eout = be->ops->alloc(be, F * R * C);
+    s->d_act = be->ops->alloc(be, F * R * I);
+    s->d_gate = be->ops->alloc(be, F * R * I);
+    s->d_up = be->ops->alloc(be, F * R * I);
+    s->d_xg = be->ops->alloc(be, F * R * C);
+    s->d_logits = be->ops->alloc(be, F * (size_t)N * E);
+    s->cap_N = N;
+}
+
+static real_t *param(const qwen3_model *m, int tensor) { return m->params + m->tensors[tensor].offset; }
+static real_t *grad(const qwen3_model *m, int tensor) { return m->grads + m->tensors[tensor].offset; }
+
+// Softmax over each row of logits (fp32 in HF: torch.softmax(dtype=float)), then the top K by decreasing
+// probability, ties to the lower expert index, and the weights (renormalised with norm_topk_prob).
+static void route(const qwen3_config *c, moe_layer *y, const real_t *logits, int N) {
+    const int E = c->num_experts, K = c->num_experts_per_tok;
+    for (int n = 0; n < N; n++) {
+        const real_t *z = logits + (size_t)n * E;
+        real_t *p = y->probs + (size_t)n * E;
+        real_t mx = z[0], sum = 0;
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int e = 0; e < E; e++) sum += p[e] = (real_t)exp(z[e] - mx);
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        int32_t *sel = y->sel + (size_t)n * K;
+        real_t *w = y->topw + (size_t)n * K, tot = 0;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= sel[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[j] = best;
+            w[j] = p[best];
+            tot += w[j];
+        }
+        if (c->norm_topk_prob)
+            for (int j = 0; j < K; j++) w[j] /= tot;
+    }
+}
+
+// Rows grouped by expert, ascending; tokens ascending within an expert.
+static void group_rows(const qwen3_config *c, moe_layer *y, int N) {
+    const int E = c->num_experts, K = c->num_experts_per_tok;
+    memset(y->start, 0, sizeof(int32_t) * (E + 1));
+    for (size_t i = 0; i < (size_t)N * K; i++) y->start[y->sel[i] + 1]++;
+    for (int e = 0; e < E; e++) y->start[e + 1] += y->start[e];
+    int32_t *next = pt_malloc(sizeof(int32_t) * E);
+    memcpy(next, y->start, sizeof(int32_t) * E);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < K; j++) {
+            const int r = next[y->sel[(size_t)n * K + j]]++;
+            y->row_token[r] = n;
+            y->row_slot[r] = j;
+        }
+    free(next);
+}
+
+int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N) {
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size, I = c->moe_intermediate_size;
+    const size_t R = (size_t)N * K, F = sizeof(real_t);
+    ensure_buffers(m, N);
+    qwen3_moe *s = m->moe;
+    moe_layer *y = &s->layers[l];
+    be->ops->matmul_forward(be, y->logits, x, param(m, y->router), N, C, E);
+    be->ops->download(be, s->h_dlogits, y->logits, F * N * E);
+    route(c, y, s->h_dlogits, N);
+    group_rows(c, y, N);
+    // gather the rows of each expert's tokens
+    be->ops->download(be, s->h_tok, x, F * N * C);
+    for (size_t r = 0; r < R; r++) memcpy(s->h_rows + r * C, s->h_tok + (size_t)y->row_token[r] * C, F * C);
+    be->ops->upload(be, y->xg, s->h_rows, F * R * C);
+    for (int e = 0; e < E; e++) {
+        const int r0 = y->start[e], n = y->start[e + 1] - r0;
+        if (n == 0) continue;
+        const int w = y->router + 1 + 3 * e;
+        be->ops->matmul_forward(be, y->gate + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w), n, C, I);
+        be->ops->matmul_forward(be, y->up + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w + 1), n, C, I);
+        be->ops->swiglu_forward(be, y->act + (size_t)r0 * I, y->gate + (size_t)r0 * I, y->up + (size_t)r0 * I,
+                                (size_t)n * I);
+        be->ops->matmul_forward(be, y->eout + (size_t)r0 * C, y->act + (size_t)r0 * I, param(m, w + 2), n, I, C);
+    }
+    // combine: out[t] = sum over the experts hit, ascending, of weight x expert output (HF: index_add_ of
+    // current_hidden_states * top_k_weights into zeros)
+    be->ops->download(be, s->h_rows, y->eout, F * R * C);
+    memset(s->h_tok, 0, F * N * C);
+    for (size_t r = 0; r < R; r++) {
+        const int t = y->row_token[r];
+        const real_t w = y->topw[(size_t)t * K + y->row_slot[r]];
+        real_t *o = s->h_tok + (size_t)t * C;
+        const real_t *v = s->h_rows + r * C;
+        for (int i = 0; i < C; i++) {
+            const real_t scaled = v[i] * w;
+            o[i] += scaled;
+        }
+    }
+    be->ops->upload(be, out, s->h_tok, F * N * C);
+    return 0;
+}
+
+void qwen3_moe_finish_forward(qwen3_model *m, int N) {
+    qwen3_moe *s = m->moe;
+    const qwen3_config *c = &m->cfg;
+    const int E = c->num_experts, K = c->num_experts_per_tok;
+    s->aux = 0;
+    if (!c->output_router_logits) return;
+    // HF sums token counts and probabilities over the sparse layers, then divides both by
+    // (sparse layers x tokens): aux = E * sum_e frac_e * prob_e.
+    double *psum = pt_calloc(E, sizeof(double));
+    memset(s->frac, 0, sizeof(double) * E);
+    int layers = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const moe_layer *y = &s->layers[l];
+        if (y->router < 0) continue;
+        layers++;
+        for (size_t i = 0; i < (size_t)N * K; i++) s->frac[y->sel[i]] += 1;
+        for (int n = 0; n < N; n++)
+            for (int e = 0; e < E; e++) psum[e] += y->probs[(size_t)n * E + e];
+    }
+    const double rows = (double)layers * N;
+    for (int e = 0; e < E && layers; e++) {
+        s->frac[e] /= rows;
+        s->aux += s->frac[e] * (psum[e] / rows);
+    }
+    s->aux *= E;
+    free(psum);
+}
+
+double qwen3_moe_aux_loss(const qwen3_model *m) { return m->moe ? m->moe->aux : 0; }
+
+int qwen3_moe_expert_load(const qwen3_model *m, int l, int *counts) {
+    if (!m->moe || m->moe->layers[l].router < 0 || !m->moe->layers[l].start) return -1;
+    const moe_layer *y = &m->moe->layers[l];
+    for (int e = 0; e < m->cfg.num_experts; e++) counts[e] = y->start[e + 1] - y->start[e];
+    return 0;
+}
+
+// d(router logits) of one token from d(routing weights) dw[K] and, with the aux loss, d(aux)/d(probs).
+static void route_backward(const qwen3_model *m, const moe_layer *y, int n, const double *dw, double aux_w,
+                           int N, real_t *dlogits) {
+    const qwen3_config *c = &m->cfg;
+    const int E = c->num_experts, K = c->num_experts_per_tok;
+    const real_t *p = y->probs + (size_t)n * E;
+    const int32_t *sel = y->sel + (size_t)n * K;
+    const real_t *w = y->topw + (size_t)n * K;
+    double dp[E > 0 ? E : 1];
+    for (int e = 0; e < E; e++) dp[e] = aux_w > 0 ? aux_w * m->moe->frac[e] : 0;
+    (void)N;
+    double tot = 0, wdw = 0;
+    for (int j = 0; j < K; j++) tot += p[sel[j]];
+    for (int j = 0; j < K; j++) wdw += dw[j] * (double)w[j];
+    for (int j = 0; j < K; j++) dp[sel[j]] += c->norm_topk_prob ? (dw[j] - wdw) / tot : dw[j];
+    double pdp = 0;
+    for (int e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
+    for (int e = 0; e < E; e++) dlogits[(size_t)n * E + e] = (real_t)((double)p[e] * (dp[e] - pdp));
+}
+
+// Through each expert's MLP: d(eout) rows in s->d_eout -> d(xg) rows in s->d_xg; weight gradients accumulate.
+static void experts_backward(qwen3_model *m, const moe_layer *y) {
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int E = c->num_experts, C = c->hidden_size, I = c->moe_intermediate_size;
+    qwen3_moe *s = m->moe;
+    for (int e = 0; e < E; e++) {
+        const int r0 = y->start[e], n = y->start[e + 1] - r0;
+        if (n == 0) continue;
+        const int w = y->router + 1 + 3 * e;
+        real_t *dact = s->d_act + (size_t)r0 * I, *dg = s->d_gate + (size_t)r0 * I, *du = s->d_up + (size_t)r0 * I;
+        real_t *dxg = s->d_xg + (size_t)r0 * C;
+        const real_t *xg = y->xg + (size_t)r0 * C;
+        be->ops->zero(be, dact, sizeof(real_t) * (size_t)n * I);
+        be->ops->matmul_backward(be, dact, grad(m, w + 2), s->d_eout + (size_t)r0 * C, y->act + (size_t)r0 * I,
+                                 param(m, w + 2), n, I, C);
+        be->ops->swiglu_backward(be, dg, du, dact, y->gate + (size_t)r0 * I, y->up + (size_t)r0 * I, (size_t)n * I);
+        be->ops->zero(be, dxg, sizeof(real_t) * (size_t)n * C);
+        be->ops->matmul_backward(be, dxg, grad(m, w), dg, xg, param(m, w), n, C, I);
+        be->ops->matmul_backward(be, dxg, grad(m, w + 1), du, xg, param(m, w + 1), n, C, I);
+    }
+}
+
+void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, const real_t *x, int N,
+                        float aux_scale) {
+    pt_backend *be = m->be;
+    const qwen3_config *c = &m->cfg;
+    const int E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size;
+    const size_t R = (size_t)N * K, F = sizeof(real_t);
+    qwen3_moe *s = m->moe;
+    const moe_layer *y = &s->layers[l];
+    // out[t] = sum_r w_r * eout[r]: d(eout[r]) = w_r * dy[t], d(w_r) = dy[t] . eout[r]
+    be->ops->download(be, s->h_tok, dy, F * N * C);
+    be->ops->download(be, s->h_rows2, y->eout, F * R * C);
+    double *dw = pt_calloc(R, sizeof(double));
+    for (size_t r = 0; r < R; r++) {
+        const int t = y->row_token[r];
+        const real_t w = y->topw[(size_t)t * K + y->row_slot[r]];
+        const real_t *g = s->h_tok + (size_t)t * C, *v = s->h_rows2 + r * C;
+        real_t *d = s->h_rows + r * C;
+        double acc = 0;
+        for (int i = 0; i < C; i++) {
+            d[i] = g[i] * w;
+            acc += (double)g[i] * v[i];
+        }
+        dw[(size_t)t * K + y->row_slot[r]] = acc;
+    }
+    be->ops->upload(be, s->d_eout, s->h_rows, F * R * C);
+    experts_backward(m, y);
+    // scatter d(xg) back to the tokens, experts ascending
+    be->ops->download(be, s->h_rows, s->d_xg, F * R * C);
+    memset(s->h_tok, 0, F * N * C);
+    for (size_t r = 0; r < R; r++) {
+        real_t *d = s->h_tok + (size_t)y->row_token[r] * C;
+        const real_t *v = s->h_rows + r * C;
+        for (int i = 0; i < C; i++) d[i] += v[i];
+    }
+    be->ops->upload(be, dx, s->h_tok, F * N * C);
+    // the router: d(logits) from d(weights) and the aux loss, then dx += d(logits) @ W_router
+    int layers = 0;
+    for (int i = 0; i < c->num_hidden_layers; i++) layers += s->layers[i].router >= 0;
+    const double aux_w = c->output_router_logits
+                             ? c->router_aux_loss_coef * aux_scale * E / ((double)layers * N) : 0;
+    for (int n = 0; n < N; n++) route_backward(m, y, n, dw + (size_t)n * K, aux_w, N, s->h_dlogits);
+    free(dw);
+    be->ops->upload(be, s->d_logits, s->h_dlogits, F * (size_t)N * E);
+    be->ops->matmul_backward(be, dx, grad(m, y->router), s->d_logits, x, param(m, y->router), N, C, E);
+}

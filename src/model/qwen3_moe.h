@@ -1,0 +1,32 @@
+// The sparse MoE block of Qwen3-MoE (transformers' Qwen3MoeSparseMoeBlock) and its load-balancing loss
+// (load_balancing_loss_func), forward and backward over the backend interface.
+//
+// Routing runs on the host: router logits (a backend matmul) are downloaded, softmax in fp32, top-k with
+// ties to the lower expert index (torch.topk, sorted), optional renormalisation. Tokens are gathered by
+// expert (experts ascending, tokens ascending within an expert), each expert's SwiGLU MLP runs as backend
+// matmuls on its rows, and the outputs are combined on the host in that fixed order (HF's index_add_ over
+// the experts hit, ascending), so results are bitwise reproducible.
+//
+// The block keeps its own activations for every sparse layer (not subject to activation checkpointing:
+// a recomputed layer reuses them), allocated on the first forward of a larger batch.
+#pragma once
+#include "model/qwen3.h"
+
+typedef struct qwen3_moe qwen3_moe;
+
+// Called by qwen3_create for a config with moe set.
+int qwen3_moe_create(qwen3_model *m);
+void qwen3_moe_free(qwen3_model *m);
+// out[N,C] = the sparse block of layer l on x[N,C] (backend memory; out overwritten).
+int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N);
+// After all layers' forward: the load-balancing loss over the batch (0 without sparse layers).
+void qwen3_moe_finish_forward(qwen3_model *m, int N);
+// dx[N,C] = d(out)/d(x) . dy (OVERWRITTEN); the layer's router and expert gradients accumulate. With
+// output_router_logits, the gradient of router_aux_loss_coef x aux_scale x the load-balancing loss is
+// added too (routing through the router logits, as autograd does in HF).
+void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, const real_t *x, int N, float aux_scale);
+// The load-balancing loss of the last forward (without router_aux_loss_coef), as HF's aux_loss; 0 when
+// output_router_logits is false.
+double qwen3_moe_aux_loss(const qwen3_model *m);
+// Tokens routed to each expert by sparse layer l in the last forward (counts[num_experts]); -1 if l is dense.
+int qwen3_moe_expert_load(const qwen3_model *m, int l, int *counts);
