@@ -151,4 +151,28 @@ check 2 "^portatrain: error: platform SPEC 'cpu:bf61': unknown part 'bf61'; did 
 check 1 "^portatrain: error: cuda_sim: unknown backend; did you mean cuda-sim? (known: " -- \
     "$B" train --backend cuda_sim --model "$F" --data "$F/data.bin" --output-dir "$T/x" --max-steps 1 --seq-len 16
 say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/x" ]' "one line, nothing run"
+# ---- 5. topo plans for a device backend without its device; devices names a missing driver; accept finds its
+# defaults beside the binary, or refuses naming the flag ----
+TOPO="topo --world 2 --tp 1 --fsdp 2 --config $S/configs/tiny.json --seq-len 64 --per-device-train-batch-size 4"
+for be in cuda opencl; do
+    check 0 "planned for $be without opening a device (pass --device-memory GIB" -- "$B" $TOPO --backend $be
+done
+check 0 "device memory 80.00 GiB per rank (--device-memory): parameter state + activations .* fit$" -- \
+    "$B" $TOPO --backend cuda --device-memory 80
+check 0 '"fits":	true' -- "$B" $TOPO --backend cuda --device-memory 80 --json
+check 0 "do NOT fit" -- "$B" $TOPO --backend cuda --device-memory 0.001
+"$B" devices >"$T/devices" 2>&1
+if grep -q "^cuda  *no CUDA device" "$T/devices" && [ ! -e /proc/driver/nvidia/version ]; then
+    say 'grep -q "^cuda  *no CUDA device: no NVIDIA driver$" "$T/devices"' "devices without a driver: 'no NVIDIA driver'"
+else echo "ok: cuda not built or a driver present (the no-driver line is not checked here)"; fi
+mkdir -p "$T/away/bin" "$T/cwd"
+cp "$B" "$T/away/bin/portatrain"  # a binary with no repository around it
+(cd "$T/cwd" && check 2 "^portatrain: error: accept: --price-table: the default configs/prices.json is neither under the current directory nor beside the binary; pass --price-table$" -- \
+    "$T/away/bin/portatrain" accept --baseline cpu-ref --candidate cpu --output-dir "$T/cwd/x")
+say '[ ! -e "$T/cwd/x" ]' "nothing run without the defaults"
+if [ -d "$S/data/demo/shards/train" ] && [ -d "$S/data/demo/qwen3-tokenizer" ] && [ "$(dirname "$(dirname "$(realpath "$B")")")" = "$(realpath "$S")" ]; then
+    # the repository's binary, run elsewhere, finds them: it gets as far as checking --steps
+    (cd "$T/cwd" && check 2 "accept: --steps 1: at least" -- "$B" accept --baseline cpu-ref --candidate cpu --steps 1 --output-dir "$T/cwd/y")
+else echo "ok: no demo data or an out-of-tree build (the defaults-beside-the-binary run is not checked here)"; fi
+
 exit $fail

@@ -8,7 +8,6 @@
 #include "util/sysinfo.h"
 
 #include <dirent.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,15 +161,8 @@ cJSON *acc_reproduction(const acc_ctx *c) {
 }
 
 char *acc_docs_dir(void) {
-    char *exe = realpath("/proc/self/exe", NULL);
-    if (!exe) return NULL;
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = 0;
-    char *docs = acc_xprintf("%s/../docs", exe), *real = NULL;
-    char *probe = acc_xprintf("%s/COMPARE.md", docs);
-    if (pt_file_exists(probe)) real = realpath(docs, NULL);
-    free(probe);
-    free(docs);
-    free(exe);
-    return real;
+    char *probe = pt_install_path("docs/COMPARE.md");
+    if (!probe) return NULL;
+    *strrchr(probe, '/') = 0;
+    return probe;
 }

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE  // realpath
 #include "util/sysinfo.h"
 #include "util/common.h"
 #include "util/fileio.h"
@@ -72,4 +73,20 @@ double pt_cpu_peak_flops(int threads, char *how, size_t n) {
         else snprintf(how, n, "no CPU clock in /proc/cpuinfo");
     }
     return peak;
+}
+
+char *pt_install_path(const char *rel) {
+    char *exe = realpath("/proc/self/exe", NULL);
+    if (!exe) return NULL;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    const size_t n = strlen(exe) + strlen(rel) + 2;
+    char *p = pt_malloc(n);
+    snprintf(p, n, "%s/%s", exe, rel);
+    free(exe);
+    char *real = pt_file_exists(p) ? realpath(p, NULL) : NULL;
+    free(p);
+    return real;
 }

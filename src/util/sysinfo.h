@@ -13,3 +13,6 @@ int pt_loadavg(double out[3]);
 // FLOPs per cycle of its widest FMA units (avx512f 64, avx2+fma 32, else 8); 0 when /proc/cpuinfo has no
 // clock. `how` (may be NULL) receives the derivation as text.
 double pt_cpu_peak_flops(int threads, char *how, size_t n);
+// REL under the tree this binary was built or installed in (the directory above the one holding
+// /proc/self/exe: build/portatrain -> the source tree), malloc'd, when it exists there; else NULL.
+char *pt_install_path(const char *rel);
