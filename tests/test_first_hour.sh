@@ -86,10 +86,13 @@ say '[ $rc -eq 0 ]' "demo_summary.py --prune exits 0"
 cat "$T/summary"
 for e in demo demo-b; do
     wall=$(python3 -c "import json,sys; s=round(json.load(open(sys.argv[1]))['wall_s']); print(f'{s//60}m{s%60:02d}s')" "$O/$e/report.json")
-    say 'grep -Eq "^  ACCEPTED +$wall  $O/$e/report.html  \(cpu-ref:fp32 -> cpu-ref:fp32\)$" "$T/summary"' \
-        "summary line for $e: verdict, wall time $wall, report path"
+    cc=$(python3 -c "import json,sys; print('%.4f' % json.load(open(sys.argv[1]))['cost']['by_side']['candidate']['cost'])" "$O/$e/report.json")
+    say 'grep -Eq "^  ACCEPTED +$wall +USD $cc  $O/$e/report.html  \(cpu-ref:fp32 -> cpu-ref:fp32\)$" "$T/summary"' \
+        "summary line for $e: verdict, wall time $wall, the candidate's own cost $cc, report path"
 done
 say 'grep -q "^  - .*$O/demo-x: no report.json (did not finish)$" "$T/summary"' "an unfinished experiment is listed as such"
+# the recorded baseline's own cost is carried from its record into the second experiment, marked, outside its total
+jcheck "$O/demo-b/report.json" "abs(r['cost']['by_side']['baseline']['recorded']['cost'] - sum(x['cost'] for x in json.load(open('$O/demo/report.json'))['cost']['rows'] if x['run']=='baseline')) < 1e-12 and 'carried' in r['cost']['by_side']['baseline']['recorded']['note'] and abs(sum(x['cost'] for x in r['cost']['rows']) - r['cost']['total_cost']) < 1e-12" "the recorded baseline's cost carried from its record, not in the total"
 bytes=$(find "$O" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.1f MB", s / 1048576}')
 say 'grep -q "^  $O/ holds $bytes (removed [0-9.]* [KMG]*B of checkpoints no report links to)$" "$T/summary"' \
     "the size of out/ ($bytes) and what was removed"

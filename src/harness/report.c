@@ -373,7 +373,7 @@ static void render_head(out_t *o, const cJSON *r) {
                "body{font-family:sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#222;background:#fff}\n"
                "figure{margin:10px 0;width:100%%}figure svg{width:100%%;height:auto}\n"
                ".top{display:flex;gap:18px;align-items:flex-start}.top>table{flex:3}.top>.banner{flex:2}\n"
-               ".sc td:nth-child(n+3){text-align:right;font-variant-numeric:tabular-nums}.note{font-size:12px;color:#555}\n"
+               ".sc td:nth-child(n+2){text-align:right;font-variant-numeric:tabular-nums}.note{font-size:12px;color:#555}\n"
                "pre{background:#f6f8fa;padding:8px;white-space:pre-wrap;word-break:break-all;font-size:12px}\n"
                "h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}\n"
                ".banner{padding:14px 18px;border-radius:6px;color:#fff;font-size:20px;font-weight:bold}\n"
