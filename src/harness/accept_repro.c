@@ -49,12 +49,12 @@ void acc_run_device(const run_t *r, const char *cpu, int threads, char *out, siz
     free(dev);
 }
 
-// The CPU backends and an OpenCL device that is the host CPU (PoCL's "cpu-..." devices) run on cores whose
+// The CPU backends and an OpenCL device that is the host CPU (PoCL's "pthread-..." / "cpu-..." devices) run on cores whose
 // peak is estimated from /proc/cpuinfo; another device's peak is not known here.
 static bool on_host_cpu(const run_t *r) {
     if (!strcmp(r->pl->backend, "cpu") || !strcmp(r->pl->backend, "cpu-ref")) return true;
     char *dev = backend_device(r);
-    const bool cpu = dev && !strcmp(r->pl->backend, "opencl") && (strstr(dev, " cpu") || strstr(dev, "CPU"));
+    const bool cpu = dev && !strcmp(r->pl->backend, "opencl") && (strstr(dev, " pthread-") || strstr(dev, " cpu-") || strstr(dev, "CPU"));
     free(dev);
     return cpu;
 }
