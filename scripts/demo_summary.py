@@ -127,6 +127,17 @@ def repoint_latest(out):
         os.replace(tmp, os.path.join(root, "latest"))
 
 
+def candidate_cost(r):
+    """The candidate's own cost (its phases in this experiment, report.json cost.by_side): the same basis in every
+    experiment, whether its baseline ran in it or was recorded before (a recorded baseline's training is not
+    billed again, so experiment totals are not comparable)."""
+    c = r.get("cost", {})
+    v = c.get("by_side", {}).get("candidate", {}).get("cost")
+    if v is None:
+        return "-"
+    return f"{c.get('currency', 'USD')} {v:.4f}"
+
+
 def main(argv):
     do_prune = "--prune" in argv
     outs = [a.rstrip("/") or "/" for a in argv if a != "--prune"]
@@ -145,14 +156,15 @@ def main(argv):
         if r is not None:
             reports[out] = r
     freed = prune(outs, reports) if do_prune else 0
-    print("\nsummary:")
+    print("\nsummary (verdict, wall time, the candidate's own cost: its phases at configs/prices.json, the same basis "
+          "in every experiment):")
     for out in outs:
         r = reports.get(out)
         if r is None:
             print(f"  {'-':<9} {'-':>8}  {out}: no report.json (did not finish)")
             continue
         title = f"{r.get('baseline', {}).get('spec', '?')} -> {r.get('candidate', {}).get('spec', '?')}"
-        print(f"  {r.get('verdict', '?'):<9} {minutes(r.get('wall_s', 0)):>8}  {out}/report.html  ({title})")
+        print(f"  {r.get('verdict', '?'):<9} {minutes(r.get('wall_s', 0)):>8}  {candidate_cost(r):>11}  {out}/report.html  ({title})")
     present = [o for o in outs if os.path.isdir(o)]
     parent = os.path.commonpath([os.path.dirname(os.path.abspath(o)) for o in present]) if present else None
     if parent:

@@ -86,10 +86,13 @@ say '[ $rc -eq 0 ]' "demo_summary.py --prune exits 0"
 cat "$T/summary"
 for e in demo demo-b; do
     wall=$(python3 -c "import json,sys; s=round(json.load(open(sys.argv[1]))['wall_s']); print(f'{s//60}m{s%60:02d}s')" "$O/$e/report.json")
-    say 'grep -Eq "^  ACCEPTED +$wall  $O/$e/report.html  \(cpu-ref:fp32 -> cpu-ref:fp32\)$" "$T/summary"' \
-        "summary line for $e: verdict, wall time $wall, report path"
+    cc=$(python3 -c "import json,sys; print('%.4f' % json.load(open(sys.argv[1]))['cost']['by_side']['candidate']['cost'])" "$O/$e/report.json")
+    say 'grep -Eq "^  ACCEPTED +$wall +USD $cc  $O/$e/report.html  \(cpu-ref:fp32 -> cpu-ref:fp32\)$" "$T/summary"' \
+        "summary line for $e: verdict, wall time $wall, the candidate's own cost $cc, report path"
 done
 say 'grep -q "^  - .*$O/demo-x: no report.json (did not finish)$" "$T/summary"' "an unfinished experiment is listed as such"
+# the recorded baseline's own cost is carried from its record into the second experiment, marked, outside its total
+jcheck "$O/demo-b/report.json" "abs(r['cost']['by_side']['baseline']['recorded']['cost'] - sum(x['cost'] for x in json.load(open('$O/demo/report.json'))['cost']['rows'] if x['run']=='baseline')) < 1e-12 and 'carried' in r['cost']['by_side']['baseline']['recorded']['note'] and abs(sum(x['cost'] for x in r['cost']['rows']) - r['cost']['total_cost']) < 1e-12" "the recorded baseline's cost carried from its record, not in the total"
 bytes=$(find "$O" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.1f MB", s / 1048576}')
 say 'grep -q "^  $O/ holds $bytes (removed [0-9.]* [KMG]*B of checkpoints no report links to)$" "$T/summary"' \
     "the size of out/ ($bytes) and what was removed"
@@ -151,4 +154,28 @@ check 2 "^portatrain: error: platform SPEC 'cpu:bf61': unknown part 'bf61'; did 
 check 1 "^portatrain: error: cuda_sim: unknown backend; did you mean cuda-sim? (known: " -- \
     "$B" train --backend cuda_sim --model "$F" --data "$F/data.bin" --output-dir "$T/x" --max-steps 1 --seq-len 16
 say '[ "$(wc -l <"$T/out")" -eq 1 ] && [ ! -e "$T/x" ]' "one line, nothing run"
+# ---- 5. topo plans for a device backend without its device; devices names a missing driver; accept finds its
+# defaults beside the binary, or refuses naming the flag ----
+TOPO="topo --world 2 --tp 1 --fsdp 2 --config $S/configs/tiny.json --seq-len 64 --per-device-train-batch-size 4"
+for be in cuda opencl; do
+    check 0 "planned for $be without opening a device (pass --device-memory GIB" -- "$B" $TOPO --backend $be
+done
+check 0 "device memory 80.00 GiB per rank (--device-memory): parameter state + activations .* fit$" -- \
+    "$B" $TOPO --backend cuda --device-memory 80
+check 0 '"fits":	true' -- "$B" $TOPO --backend cuda --device-memory 80 --json
+check 0 "do NOT fit" -- "$B" $TOPO --backend cuda --device-memory 0.001
+"$B" devices >"$T/devices" 2>&1
+if grep -q "^cuda  *no CUDA device" "$T/devices" && [ ! -e /proc/driver/nvidia/version ]; then
+    say 'grep -q "^cuda  *no CUDA device: no NVIDIA driver$" "$T/devices"' "devices without a driver: 'no NVIDIA driver'"
+else echo "ok: cuda not built or a driver present (the no-driver line is not checked here)"; fi
+mkdir -p "$T/away/bin" "$T/cwd"
+cp "$B" "$T/away/bin/portatrain"  # a binary with no repository around it
+(cd "$T/cwd" && check 2 "^portatrain: error: accept: --price-table: the default configs/prices.json is neither under the current directory nor beside the binary; pass --price-table$" -- \
+    "$T/away/bin/portatrain" accept --baseline cpu-ref --candidate cpu --output-dir "$T/cwd/x")
+say '[ ! -e "$T/cwd/x" ]' "nothing run without the defaults"
+if [ -d "$S/data/demo/shards/train" ] && [ -d "$S/data/demo/qwen3-tokenizer" ] && [ "$(dirname "$(dirname "$(realpath "$B")")")" = "$(realpath "$S")" ]; then
+    # the repository's binary, run elsewhere, finds them: it gets as far as checking --steps
+    (cd "$T/cwd" && check 2 "accept: --steps 1: at least" -- "$B" accept --baseline cpu-ref --candidate cpu --steps 1 --output-dir "$T/cwd/y")
+else echo "ok: no demo data or an out-of-tree build (the defaults-beside-the-binary run is not checked here)"; fi
+
 exit $fail

@@ -72,6 +72,12 @@ if python3 "$S/tests/py/opencl_accept_compile.py" "$R" "$T/acc"
 then :; else echo "FAIL: report.json compile fields / verdict / cache hits"; fail=1; fi
 grep -q "Kernel compilation" "$T/acc/report.html" && grep -q "recompilations" "$T/acc/report.html" \
     || { echo "FAIL: report.html lacks the kernel compilation table"; fail=1; }
+# its scorecard in Chromium: every cell with its unit, the candidate's compile time a number of seconds, the
+# device PoCL's (not the host CPU's)
+PT_REPORT_JSON="$R" bash "$S/tests/test_report_chromium.sh" >"$T/chromium.log" 2>&1 \
+    && echo "ok: the opencl report's scorecard in Chromium" || { echo "FAIL: opencl scorecard"; cat "$T/chromium.log"; fail=1; }
+python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['candidate']['device']; sys.exit(0 if d.startswith('OpenCL 0:0') and 'driver' in d else 1)" "$R" \
+    && echo "ok: the candidate's device is the OpenCL device and driver" || { echo "FAIL: candidate device"; fail=1; }
 
 # 5. precision bf16: opencl against cpu-ref on the tiny model initialised in 3
 bf() {  # backend outdir [extra...]

@@ -111,7 +111,7 @@ int main(void) {
         CHECK(r && pt_report_render(r, dir) == 0, "render: %s", pt_last_error());
         size_t n;
         char *mm = pt_read_file(mp, &n);
-        CHECK(mm && strstr(mm, "- \\# see \\[here\\](http://x.example) \\*now\\* \\`rm\\` \\~\\~a\\~\\~ &gt; q \\_em\\_ run_dir\n"),
+        CHECK(mm && strstr(mm, "- \\# see \\[here\\](http://x.example) \\*now\\* \\`rm\\` \\~\\~a\\~\\~ \\> q \\_em\\_ run_dir\n"),
               "markdown syntax in a reason is escaped: %s", mm ? strstr(mm, "see") : "");
         free(mm); free(mp); test_rmdir(dir);
         cJSON_Delete(r);

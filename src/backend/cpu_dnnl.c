@@ -157,6 +157,13 @@ void pt_dnnl_destroy(pt_dnnl *d) {
 
 const char *pt_dnnl_impl(const pt_dnnl *d) { return d->impl; }
 
+const char *pt_dnnl_version(void) {
+    static char v[64];
+    const dnnl_version_t *dv = dnnl_version();
+    snprintf(v, sizeof v, "oneDNN %d.%d.%d (%.10s)", dv->major, dv->minor, dv->patch, dv->hash);
+    return v;
+}
+
 #else  // built without oneDNN
 
 pt_dnnl *pt_dnnl_create(void) { return NULL; }
@@ -166,4 +173,5 @@ void pt_dnnl_gemm_bf16(pt_dnnl *d, bool ta, bool tb, int M, int N, int K, const 
     die("oneDNN is not built in");
 }
 const char *pt_dnnl_impl(const pt_dnnl *d) { return "none"; }
+const char *pt_dnnl_version(void) { return NULL; }
 #endif

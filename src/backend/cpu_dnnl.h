@@ -19,3 +19,5 @@ void pt_dnnl_gemm_bf16(pt_dnnl *d, bool ta, bool tb, int M, int N, int K, const 
                        const uint16_t *B, int ldb, bool accumulate, float *C, int ldc);
 // oneDNN's name of the implementation of the most recent primitive ("brg:avx512_core_amx_bf16").
 const char *pt_dnnl_impl(const pt_dnnl *d);
+// "oneDNN MAJOR.MINOR.PATCH (hash)" of the library linked in, or NULL when oneDNN is not built in.
+const char *pt_dnnl_version(void);

@@ -1,13 +1,16 @@
 // portatrain accept: the acceptance suite (library: src/harness/accept.c).
 #include "cli/cli.h"
+#include "util/sysinfo.h"
 #include "harness/accept.h"
 #include "harness/accept_evidence.h"
 #include "train/train_args.h"
 #include "util/common.h"
+#include "util/fileio.h"
 #include "util/json.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // The recipe flags, from train's table: a flag added there is listed here too.
@@ -149,6 +152,25 @@ static int parse(int argc, char **argv, pt_accept_opts *o, const char **base, co
     return -1;
 }
 
+// A default input (the repository's configs/ and data/demo/) that is not under the current directory is looked
+// for in the tree of this binary; missing there too, the run is refused naming the flag to pass.
+static int locate_default(const char **path, const char *def, const char *flag, char **owned) {
+    if (*path != def || pt_file_exists(def)) return 0;
+    *owned = pt_install_path(def);
+    if (*owned) { *path = *owned; return 0; }
+    return cli_usage_error("accept", "%s: the default %s is neither under the current directory nor beside the "
+                           "binary; pass %s", flag, def, flag);
+}
+
+static int locate_defaults(pt_accept_opts *o, const pt_accept_opts *d, char *owned[5]) {
+    int rc = locate_default(&o->price_table, d->price_table, "--price-table", &owned[0]);
+    if (!rc) rc = locate_default(&o->train_data, d->train_data, "--train-data", &owned[1]);
+    if (!rc) rc = locate_default(&o->eval_data, d->eval_data, "--eval-data", &owned[2]);
+    if (!rc && !o->model_dir) rc = locate_default(&o->config_path, d->config_path, "--config", &owned[3]);
+    if (!rc && !o->model_dir) rc = locate_default(&o->tokenizer_dir, d->tokenizer_dir, "--tokenizer-dir", &owned[4]);
+    return rc;
+}
+
 int cmd_accept(int argc, char **argv) {
     pt_accept_opts o;
     pt_accept_defaults(&o);
@@ -159,6 +181,9 @@ int cmd_accept(int argc, char **argv) {
         cJSON_Delete(o.recipe);
         return rc;
     }
+    pt_accept_opts defaults;
+    pt_accept_defaults(&defaults);
+    char *owned[5] = {0};
     if (!base || !cand) rc = cli_usage_error("accept", "--baseline SPEC and --candidate SPEC are required");
     else if (!acc_ev_dir_of(base) != !acc_ev_dir_of(cand))
         rc = cli_usage_error("accept", "evidence:DIR needs evidence on both sides (record the other platform's run "
@@ -174,6 +199,7 @@ int cmd_accept(int argc, char **argv) {
         rc = cli_usage_error("accept", "--profile must be exact, fp32 or bf16");
     else if (o.eval_batches < 1 || o.seq_len < 1 || o.batch < 1)
         rc = cli_usage_error("accept", "--eval-batches, --seq-len and --per-device-train-batch-size must be positive");
+    else if ((rc = locate_defaults(&o, &defaults, owned)) != 0) {}
     else {
         o.checkpoint_step = ckpt ? ckpt : o.steps / 2;
         o.recovery_save_steps = rsave ? rsave : (o.steps / 4 > 0 ? o.steps / 4 : 1);
@@ -181,5 +207,6 @@ int cmd_accept(int argc, char **argv) {
         if (rc == 2 && pt_has_error()) fprintf(stderr, "portatrain: error: %s\n", pt_last_error());
     }
     cJSON_Delete(o.recipe);
+    for (int i = 0; i < 5; i++) free(owned[i]);
     return rc;
 }

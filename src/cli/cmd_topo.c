@@ -26,7 +26,9 @@ static void help(void) {
            "                          the step whose traffic is computed (8, 2048, 1)\n"
            "  --activation-checkpointing none|full|selective[:every=N]|op  as for train (none)\n"
            "  --backend NAME          the training backend (cpu-ref, as for train): its attention keeps\n"
-           "                          backend-specific state, part of the activations\n"
+           "                          backend-specific state, part of the activations; cuda and opencl are\n"
+           "                          planned without opening a device\n"
+           "  --device-memory GIB     the device's memory per rank: the plan says whether a rank fits\n"
            "  --json                  machine-readable output\n");
 }
 
@@ -40,6 +42,7 @@ static const char *human(double b, char *buf) {
 
 typedef struct {
     int world, B, S, A, rpn, json, tp, fsdp, dp;
+    double device_gib;  // --device-memory (0: not given)
     const char *config, *model, *hosts, *order, *ac, *backend;
 } topo_opts;
 
@@ -65,6 +68,7 @@ static int parse(int argc, char **argv, topo_opts *t) {
         else if (!strcmp(o, "--gradient-accumulation-steps")) t->A = (int)argp_int_range(&p, 1, INT_MAX);
         else if (!strcmp(o, "--activation-checkpointing")) t->ac = argp_value(&p);
         else if (!strcmp(o, "--backend")) t->backend = argp_value(&p);
+        else if (!strcmp(o, "--device-memory")) t->device_gib = argp_double_min(&p, 1e-3);
         else if (!strcmp(o, "--json")) t->json = argp_flag(&p);
         else return argp_unknown(&p, o);
     }
@@ -104,6 +108,15 @@ static void load_save_bytes(const qwen3_config *cfg, topo_cost *c) {
     pt_backend_destroy(ref);
 }
 
+// cuda[:N] or opencl[:P:D]: a backend whose device topo never opens.
+static bool device_backend(const char *spec) {
+    for (const char *const *n = (const char *const[]){"cuda", "opencl", NULL}; *n; n++) {
+        const size_t l = strlen(*n);
+        if (!strncmp(spec, *n, l) && (spec[l] == 0 || spec[l] == ':')) return true;
+    }
+    return false;
+}
+
 static int cost(const topo_opts *t, const qwen3_config *cfg, const pt_mesh *mesh, const int crossing[3],
                 topo_cost *c) {
     memset(c, 0, sizeof *c);
@@ -114,14 +127,21 @@ static int cost(const topo_opts *t, const qwen3_config *cfg, const pt_mesh *mesh
     pt_plan_slots(&c->plan, slots, &stage, &recv);
     c->state_b = 4.0 * (c->plan.shard_numel * 4.0 + (slots[0] + slots[1] + slots[2]) * 2.0 + stage + recv);
     // the activation allocation of the training model (the same carving, policy and backend)
-    pt_backend *be = pt_backend_create(t->backend);
-    if (!be) return -1;
     const qwen3_config *lc = &c->plan.local;
-    c->act_b = (double)qwen3_activation_bytes(
-        lc, t->B, t->S, be->ops->attention_saved_floats(be, t->B, t->S, lc->num_attention_heads, lc->head_dim), ac_policy,
-        ac_every);
-    c->device_memory = !be->host_memory;
-    pt_backend_destroy(be);
+    size_t saved;
+    if (device_backend(t->backend)) {
+        // a plan needs no device: the device backends keep B x H x T softmax statistics per attention
+        // (opencl.c, cuda_backend.cu attention_saved_floats) and hold their tensors in device memory
+        saved = (size_t)t->B * lc->num_attention_heads * t->S;
+        c->device_memory = true;
+    } else {
+        pt_backend *be = pt_backend_create(t->backend);
+        if (!be) return -1;
+        saved = be->ops->attention_saved_floats(be, t->B, t->S, lc->num_attention_heads, lc->head_dim);
+        c->device_memory = !be->host_memory;
+        pt_backend_destroy(be);
+    }
+    c->act_b = (double)qwen3_activation_bytes(lc, t->B, t->S, saved, ac_policy, ac_every);
     load_save_bytes(cfg, c);
     int recomputed = 0;  // layers whose forward runs again in backward (FULL)
     qwen3_model acm;
@@ -167,6 +187,11 @@ static void print_json(const topo_opts *t, const pt_mesh *mesh, int nodes, const
     cJSON_AddNumberToObject(m, "startup_load_buffers", c->load_b);
     cJSON_AddNumberToObject(m, "final_save_buffers_rank0", c->save_b);
     cJSON_AddStringToObject(r, "backend", t->backend);
+    cJSON_AddBoolToObject(r, "device_opened", !device_backend(t->backend));
+    if (t->device_gib > 0) {
+        cJSON_AddNumberToObject(m, "device_memory", t->device_gib * 1073741824.0);
+        cJSON_AddBoolToObject(m, "fits", c->state_b + c->act_b <= t->device_gib * 1073741824.0);
+    }
     cJSON_AddStringToObject(r, "activation_checkpointing", t->ac ? t->ac : "none");
     cJSON *b = cJSON_AddObjectToObject(r, "comm_bytes_per_step");  // pt_comm counter units (metrics.jsonl)
     cJSON_AddNumberToObject(b, "allreduce", c->sb.tp_allreduce + c->sb.dp_allreduce);
@@ -215,6 +240,20 @@ static void print_layout(const topo_opts *t, const qwen3_config *cfg, const pt_m
     }
 }
 
+// Whether a rank's parameter state and activations fit the --device-memory given; for a device backend, that
+// the plan opened no device.
+static void device_note(const topo_opts *t, const topo_cost *c) {
+    char b1[32], b2[32];
+    const double need = c->state_b + c->act_b;
+    if (t->device_gib > 0)
+        printf("  device memory %s per rank (--device-memory): parameter state + activations %s %s\n",
+               human(t->device_gib * 1073741824.0, b1), human(need, b2),
+               need <= t->device_gib * 1073741824.0 ? "fit" : "do NOT fit");
+    if (device_backend(t->backend))
+        printf("  planned for %s without opening a device%s\n", t->backend,
+               t->device_gib > 0 ? "" : " (pass --device-memory GIB, e.g. 80 for an H100, to check the fit)");
+}
+
 // Memory per rank and the bytes of each collective, with its link class.
 static void print_costs(const topo_opts *t, const qwen3_config *cfg, const pt_mesh *mesh, const int groups[3],
                         const int crossing[3], const topo_cost *c) {
@@ -229,6 +268,7 @@ static void print_costs(const topo_opts *t, const qwen3_config *cfg, const pt_me
            c->device_memory ? ", a host copy of its parameter shard" : "");
     printf("  for the final HF model rank 0 also holds %s (the largest block of rows in fp32, twice: as "
            "gathered and as written)\n", human(c->save_b, b1));
+    device_note(t, c);
     printf("\nbytes per optimizer step per rank (batch %d x %d, accumulation %d):\n", t->B, t->S, t->A);
     printf("  %-34s %14s  %s\n", "collective", "buffer", "on the wire (ring), link");
     char cls[3][96];

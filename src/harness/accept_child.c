@@ -3,6 +3,7 @@
 // cannot corrupt the judge.
 #define _GNU_SOURCE
 #include "harness/accept_internal.h"
+#include "util/sysinfo.h"
 #include "util/proc.h"
 
 #include <stdarg.h>
@@ -52,6 +53,9 @@ void acc_add_phase(acc_ctx *c, const char *run, const pt_platform *pl, const cha
     cJSON_AddNumberToObject(p, "seconds", seconds);
     // the processes it held: a layout's training runs one per rank; eval and the shared init are one
     cJSON_AddNumberToObject(p, "ranks", strcmp(phase, "eval") && pl->tp > 0 ? pt_platform_ranks(pl) : 1);
+    // the machine's load as the phase ends: other jobs that shared the cores explain its throughput
+    double load[3];
+    if (pt_loadavg(load) == 0) cJSON_AddNumberToObject(p, "load_1m", load[0]);
     cJSON_AddItemToArray(c->phases, p);
 }
 

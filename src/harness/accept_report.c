@@ -2,6 +2,7 @@
 // (report.c), and the verdict line on stdout.
 #define _GNU_SOURCE
 #include "harness/accept_internal.h"
+#include "harness/accept_repro.h"
 #include "harness/report.h"
 #include "util/fileio.h"
 
@@ -34,11 +35,10 @@ static double median_of(const metrics_t *m, size_t field_off) {
 
 static cJSON *run_identity(const run_t *r, const char *cpu, int threads) {
     cJSON *j = cJSON_CreateObject();
-    char lay[64], dev[320];
+    char lay[64], dev[512];
     layout_text(r->pl, lay, sizeof lay);
     const int ranks = pt_platform_ranks(r->pl);
-    if (ranks > 1) snprintf(dev, sizeof dev, "%s (%d ranks x %d threads)", cpu, ranks, threads);
-    else snprintf(dev, sizeof dev, "%s (%d threads)", cpu, threads);
+    acc_run_device(r, cpu, threads, dev, sizeof dev);
     cJSON_AddStringToObject(j, "spec", r->pl->text);
     cJSON_AddStringToObject(j, "run_dir", r->dir);
     cJSON_AddStringToObject(j, "backend", r->pl->backend);
@@ -107,7 +107,11 @@ static cJSON *convergence_section(const cJSON *cmp, const run_t *a, const run_t 
     copy_num(ow, "mean_b", fw, "mean_loss_b");
     copy_num(ow, "rel_diff", fw, "rel_diff");
     copy_num(ow, "tolerance", pf, "final_window_loss");
+    cJSON_AddItemToObject(cv, "early", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(cmp, "early"), 1));
     cJSON_AddItemToObject(cv, "eval", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(cmp, "eval"), 1));
+    char *docs = acc_docs_dir();
+    if (docs) cJSON_AddStringToObject(cv, "docs", docs);
+    free(docs);
     cJSON_AddItemToObject(cv, "frozen_inputs", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(cmp, "frozen_inputs"), 1));
     return cv;
 }
@@ -166,6 +170,7 @@ static cJSON *throughput_section(const acc_ctx *c) {
         const double ms = median_of(&rs[i]->m, offsetof(metric_row, step_time_s));
         if (isfinite(mt)) cJSON_AddNumberToObject(t, "median_tokens_per_s", mt);
         if (isfinite(ms)) cJSON_AddNumberToObject(t, "median_step_time_s", ms);
+        acc_throughput_flops(c, rs[i], t);
     }
     return tp;
 }
@@ -229,11 +234,19 @@ static cJSON *report_json(acc_ctx *c, const char *vs, cJSON *cost) {
     cJSON_AddItemToObject(rep, "throughput", throughput_section(c));
     cJSON_AddItemToObject(rep, "portability", c->port);
     c->port = NULL;
-    if (c->rec) { cJSON_AddItemToObject(rep, "recovery", c->rec); c->rec = NULL; }
+    if (c->rec) {
+        // the fault is injected by the worker itself right after a step, so the supervisor sees the exit at once
+        cJSON_AddStringToObject(c->rec, "injection", "the worker was killed by an injected fault (train --inject "
+                                "kill) right after the step named, so its exit was seen at once: detect_s is the "
+                                "supervisor's reaction time, not a failure detector's timeout");
+        cJSON_AddItemToObject(rep, "recovery", c->rec);
+        c->rec = NULL;
+    }
     if (c->seeds) { cJSON_AddItemToObject(rep, "seeds", c->seeds); c->seeds = NULL; }
     if (c->audit) { cJSON_AddItemToObject(rep, "audit", c->audit); c->audit = NULL; }
     if (c->evidence) { cJSON_AddItemToObject(rep, "evidence", c->evidence); c->evidence = NULL; }
     cJSON_AddItemToObject(rep, "phases", cJSON_Duplicate(c->phases, 1));
+    cJSON_AddItemToObject(rep, "reproduction", acc_reproduction(c));
     if (cost) cJSON_AddItemToObject(rep, "cost", cost);
     cJSON_AddNumberToObject(rep, "wall_s", pt_now_s() - c->t_start);
     return rep;

@@ -1,4 +1,5 @@
 #include "harness/report.h"
+#include "harness/report_internal.h"
 #include "util/common.h"
 #include "util/fileio.h"
 #include <ctype.h>
@@ -33,7 +34,7 @@ static void mesc(FILE *f, const char *s) {
         else if (*s == '_' && !(word_before && word_after)) fputs("\\_", f);
         else if (*s == '\n' || *s == '\r') fputc(' ', f);
         else if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '>') fputs("\\>", f);
         else if (*s == '&') fputs("&amp;", f);
         else fputc(*s, f);
     }
@@ -71,7 +72,12 @@ static int utf8_prefix_len(const char *s, int max) {
     return n;
 }
 
-typedef struct { FILE *h, *m; } out_t;
+// The helpers the other report_*.c sections share.
+void rpt_esc(FILE *f, const char *s) { esc(f, s); }
+void rpt_mesc(FILE *f, const char *s) { mesc(f, s); }
+const cJSON *rpt_get(const cJSON *o, const char *k) { return get(o, k); }
+int rpt_num(const cJSON *o, const char *k, double *v) { return num(o, k, v); }
+const char *rpt_fmt(const cJSON *o, const char *k, char *buf, size_t n) { return fmt(o, k, buf, n); }
 
 // A two-or-more column table of fields: rows are keys, columns are objects.
 static void kv_table(out_t *o, const char *title, const char **keys, int nk,
@@ -145,18 +151,27 @@ static void arr_table(out_t *o, const char *title, const cJSON *arr, const char 
     fprintf(o->h, "</table>\n");
 }
 
+void rpt_kv_table(out_t *o, const char *title, const char **keys, int nk, const cJSON **cols, const char **names,
+                  int nc) {
+    kv_table(o, title, keys, nk, cols, names, nc);
+}
+void rpt_arr_table(out_t *o, const char *title, const cJSON *arr, const char **keys, int nk) {
+    arr_table(o, title, arr, keys, nk);
+}
+
 // ---- generic SVG helpers ----
 typedef struct {
     const char *name, *color;
     double *x, *y;
     int n;
+    double width;  // stroke width (0: 1.8); a reference curve drawn wide stays visible under a thin one
 } series_t;
 
-#define W 720
-#define H 300
-#define ML 70
+#define W 1000
+#define H 340
+#define ML 80
 #define MR 20
-#define MT 30
+#define MT 52
 #define MB 50
 
 static double nice_step(double range, int ticks) {
@@ -189,7 +204,6 @@ static void svg_lines(FILE *f, const char *title, const char *xl, const char *yl
     if (logy) { y0 = log10(y0); y1 = log10(y1); y0 = floor(y0); y1 = ceil(y1); }
     if (x1 == x0) { x0 -= 1; x1 += 1; }
     if (y1 == y0) { y0 -= logy ? 1 : (fabs(y0) > 0 ? fabs(y0) * 0.1 : 1); y1 += logy ? 1 : (fabs(y1) > 0 ? fabs(y1) * 0.1 : 1); }
-    if (!logy) y1 += (y1 - y0) * 0.25; // headroom for the legend
     double pw = W - ML - MR, ph = H - MT - MB;
 #define PX(v) (ML + ((v) - x0) / (x1 - x0) * pw)
 #define PY(v) (MT + ph - (((logy) ? log10(v) : (v)) - y0) / (y1 - y0) * ph)
@@ -223,21 +237,28 @@ static void svg_lines(FILE *f, const char *title, const char *xl, const char *yl
     if (isfinite(hline) && (!logy || hline > 0))
         fprintf(f, "<line x1='%d' x2='%.0f' y1='%.1f' y2='%.1f' class='tol'/>\n", ML, ML + pw, PY(hline), PY(hline));
     for (int i = 0; i < ns; i++) {
-        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.8' points='", s[i].color);
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='%.1f' stroke-linejoin='round' points='", s[i].color,
+                s[i].width > 0 ? s[i].width : 1.8);
         for (int j = 0; j < s[i].n; j++) {
             if (logy && s[i].y[j] <= 0) continue;
             fprintf(f, "%.1f,%.1f ", PX(s[i].x[j]), PY(s[i].y[j]));
         }
         fprintf(f, "'/>\n");
     }
-    // legend
-    int lx = W - MR - 130, ly = MT + 14;
-    for (int i = 0; i < ns; i++, ly += 16) {
-        fprintf(f, "<rect x='%d' y='%d' width='14' height='4' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 4, s[i].color, lx + 20, ly + 1);
+    // legend: one row between the title and the plot, never over the data
+    int lx = ML, ly = MT - 12;
+    for (int i = 0; i < ns; i++, lx += 190) {
+        if (lx > W - 200 - (blo || isfinite(hline) ? 190 : 0)) {  // no room for more: the tables name them
+            fprintf(f, "<text x='%d' y='%d' class='lg'>(+%d more)</text>\n", lx, ly + 1, ns - i);
+            lx += 90;
+            break;
+        }
+        fprintf(f, "<rect x='%d' y='%d' width='16' height='%.0f' fill='%s'/><text x='%d' y='%d' class='lg'>", lx, ly - 4,
+                s[i].width > 2 ? s[i].width : 3, s[i].color, lx + 22, ly + 1);
         esc(f, s[i].name); fprintf(f, "</text>\n");
     }
-    if (blo) { fprintf(f, "<rect x='%d' y='%d' width='14' height='8' class='band'/><text x='%d' y='%d' class='lg'>tolerance band</text>\n", lx, ly - 6, lx + 20, ly + 1); ly += 16; }
-    if (isfinite(hline)) fprintf(f, "<line x1='%d' x2='%d' y1='%d' y2='%d' class='tol'/><text x='%d' y='%d' class='lg'>tolerance</text>\n", lx, lx + 14, ly - 2, ly - 2, lx + 20, ly + 1);
+    if (blo) { fprintf(f, "<rect x='%d' y='%d' width='16' height='8' class='band'/><text x='%d' y='%d' class='lg'>tolerance band</text>\n", lx, ly - 6, lx + 22, ly + 1); lx += 190; }
+    if (isfinite(hline)) fprintf(f, "<line x1='%d' x2='%d' y1='%d' y2='%d' class='tol'/><text x='%d' y='%d' class='lg'>tolerance</text>\n", lx, lx + 16, ly - 2, ly - 2, lx + 22, ly + 1);
     fprintf(f, "</svg></figure>\n");
 #undef PX
 #undef PY
@@ -347,12 +368,13 @@ static void render_head(out_t *o, const cJSON *r) {
     char b[64];
     const cJSON *t = get(r, "title");
     const char *title = cJSON_IsString(t) ? t->valuestring : "portatrain acceptance report";
-    const cJSON *v = get(r, "verdict");
-    const char *verdict = cJSON_IsString(v) ? v->valuestring : "not measured";
-    int acc = strcmp(verdict, "ACCEPTED") == 0, rej = strcmp(verdict, "REJECTED") == 0;
     fprintf(h, "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>"); esc(h, title);
     fprintf(h, "</title>\n<style>\n"
-               "body{font-family:sans-serif;margin:24px auto;max-width:980px;color:#222;background:#fff}\n"
+               "body{font-family:sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#222;background:#fff}\n"
+               "figure{margin:10px 0;width:100%%}figure svg{width:100%%;height:auto}\n"
+               ".top{display:flex;gap:18px;align-items:flex-start}.top>table{flex:3}.top>.banner{flex:2}\n"
+               ".sc td:nth-child(n+2){text-align:right;font-variant-numeric:tabular-nums}.note{font-size:12px;color:#555}\n"
+               "pre{background:#f6f8fa;padding:8px;white-space:pre-wrap;word-break:break-all;font-size:12px}\n"
                "h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}\n"
                ".banner{padding:14px 18px;border-radius:6px;color:#fff;font-size:20px;font-weight:bold}\n"
                ".ok{background:#1e8e3e}.bad{background:#c5221f}.unk{background:#777}\n"
@@ -369,6 +391,14 @@ static void render_head(out_t *o, const cJSON *r) {
     const char *cu = fmt(r, "created_utc", b, sizeof b);
     fprintf(h, "<p>created: "); esc(h, cu); fprintf(h, "</p>\n");
     fprintf(m, "created: "); mesc(m, cu); fprintf(m, "\n\n");
+}
+
+// The verdict banner with every reason.
+static void render_verdict(out_t *o, const cJSON *r) {
+    FILE *h = o->h, *m = o->m;
+    const cJSON *v = get(r, "verdict");
+    const char *verdict = cJSON_IsString(v) ? v->valuestring : "not measured";
+    int acc = strcmp(verdict, "ACCEPTED") == 0, rej = strcmp(verdict, "REJECTED") == 0;
     fprintf(h, "<div class='banner %s'>", acc ? "ok" : rej ? "bad" : "unk"); esc(h, verdict);
     fprintf(m, "**Verdict: "); mesc(m, verdict); fprintf(m, "**\n\n");
     const cJSON *rs = get(r, "reasons"), *it;
@@ -381,6 +411,7 @@ static void render_head(out_t *o, const cJSON *r) {
         fprintf(h, "</ul>");
     }
     fprintf(h, "</div>\n");
+    fprintf(m, "\n");
 }
 
 // Run identity, run-time kernel compilation, frozen inputs.
@@ -399,39 +430,14 @@ static void render_identity(out_t *o, const cJSON *r) {
     kv_table(o, "Frozen inputs", fk, 6, fc, fn, 1);
 }
 
-static void render_convergence(out_t *o, const cJSON *cv) {
-    FILE *h = o->h, *m = o->m;
-    const char *fn[] = {"value"};
-    const cJSON *it;
-    const char *ck[] = {"profile", "verdict", "tolerance_rel"};
-    const cJSON *cc[] = {cv};
-    kv_table(o, "Convergence", ck, 3, cc, fn, 1);
-    const cJSON *rr = get(cv, "reasons");
-    if (cJSON_IsArray(rr)) cJSON_ArrayForEach(it, rr) if (cJSON_IsString(it)) {
-        fprintf(h, "<p>"); esc(h, it->valuestring); fprintf(h, "</p>\n");
-        fprintf(m, "\n- "); mesc(m, it->valuestring); fprintf(m, "\n");
-    }
-    const char *s0k[] = {"loss_a", "loss_b", "rel_diff", "grad_norm_a", "grad_norm_b", "grad_norm_rel_diff"};
-    const cJSON *s0[] = {get(cv, "step0")};
-    kv_table(o, "Step 0", s0k, 6, s0, fn, 1);
-    const char *pk[] = {"n", "max_rel_diff", "median_rel_diff", "first_exceed_step"};
-    const cJSON *ps[] = {get(cv, "per_step")};
-    kv_table(o, "Per-step relative difference", pk, 4, ps, fn, 1);
-    const char *fwk[] = {"steps", "mean_a", "mean_b", "rel_diff", "tolerance"};
-    const cJSON *fw[] = {get(cv, "final_window")};
-    kv_table(o, "Final window", fwk, 5, fw, fn, 1);
-    const char *ek[] = {"loss_a", "loss_b", "rel_diff"};
-    const cJSON *ev[] = {get(cv, "eval")};
-    kv_table(o, "Eval", ek, 3, ev, fn, 1);
-}
-
 // Loss (with the tolerance band), per-step relative difference and throughput curves.
 static void render_curves(out_t *o, const cJSON *r, const cJSON *cv) {
     FILE *h = o->h, *m = o->m;
     fprintf(h, "<h2>Curves</h2>\n");
     fprintf(m, "\n## Curves\n");
     const cJSON *cur = get(r, "curves");
-    series_t ls[2] = {{"baseline", PAL[0], 0, 0, 0}, {"candidate", PAL[1], 0, 0, 0}};
+    // the baseline wide underneath, the candidate thin and translucent over it: both stay visible
+    series_t ls[2] = {{"baseline", PAL[0], 0, 0, 0, 4.5}, {"candidate", "#ff7f0ecc", 0, 0, 0, 1.6}};
     ls[0].n = curve(get(cur, "baseline"), "step", "loss", &ls[0].x, &ls[0].y);
     ls[1].n = curve(get(cur, "candidate"), "step", "loss", &ls[1].x, &ls[1].y);
     double tol;
@@ -443,24 +449,26 @@ static void render_curves(out_t *o, const cJSON *r, const cJSON *cv) {
             for (int j = 0; j < ls[0].n; j++) { lo[j] = ls[0].y[j] * (1 - tol); hi[j] = ls[0].y[j] * (1 + tol); }
         else { free(lo); free(hi); lo = hi = NULL; }
     } else tol = NAN;
-    svg_lines(h, "Training loss: baseline vs candidate", "step", "loss", ls, 2, lo, hi, NAN, 0);
+    svg_lines(h, "Training loss: baseline vs candidate", "optimizer step", "loss (cross-entropy, nats per token)", ls, 2,
+              lo, hi, NAN, 0);
     md_curve(m, "Loss", ls, 2);
     free(lo); free(hi);
 
-    series_t ds = {"relative diff", PAL[2], 0, 0, 0};
+    series_t ds = {"relative difference", PAL[2], 0, 0, 0, 0};
     ds.n = curve(get(get(cv, "per_step"), "rel_diff"), "step", "rel", &ds.x, &ds.y);
     double ymn = INFINITY, ymx = 0;
     for (int j = 0; j < ds.n; j++) if (ds.y[j] > 0) { if (ds.y[j] < ymn) ymn = ds.y[j]; if (ds.y[j] > ymx) ymx = ds.y[j]; }
     if (isfinite(tol) && tol > ymx) ymx = tol;
     int logy = ymx > 0 && isfinite(ymn) && ymx / ymn >= 100;
     svg_lines(h, logy ? "Per-step relative loss difference (log scale; zeros omitted)" : "Per-step relative loss difference",
-              "step", "|loss_b - loss_a| / |loss_a|", &ds, 1, NULL, NULL, tol, logy);
+              "optimizer step", "|candidate - baseline| / |baseline| (loss)", &ds, 1, NULL, NULL, tol, logy);
     md_curve(m, "Per-step relative difference", &ds, 1);
 
-    series_t ts[2] = {{"baseline", PAL[0], 0, 0, 0}, {"candidate", PAL[1], 0, 0, 0}};
+    series_t ts[2] = {{"baseline", PAL[0], 0, 0, 0, 4.5}, {"candidate", "#ff7f0ecc", 0, 0, 0, 1.6}};
     ts[0].n = curve(get(cur, "baseline"), "step", "tokens_per_s", &ts[0].x, &ts[0].y);
     ts[1].n = curve(get(cur, "candidate"), "step", "tokens_per_s", &ts[1].x, &ts[1].y);
-    svg_lines(h, "Throughput per step", "step", "tokens/s", ts, 2, NULL, NULL, NAN, 0);
+    svg_lines(h, "Throughput per step", "optimizer step", "throughput (tokens/s)", ts, 2, NULL, NULL, NAN, 0);
+    rpt_load_note(o, r);
     md_curve(m, "Throughput (tokens/s)", ts, 2);
     for (int i = 0; i < 2; i++) { free(ls[i].x); free(ls[i].y); free(ts[i].x); free(ts[i].y); }
     free(ds.x); free(ds.y);
@@ -481,7 +489,7 @@ static void render_seeds(out_t *o, const cJSON *r) {
     series_t *s = calloc((size_t)ns, sizeof *s);
     char(*nm)[48] = calloc((size_t)ns, sizeof *nm);
     if (!s || !nm) { free(s); free(nm); return; }
-    s[0] = (series_t){"baseline seeds' mean", "#08306b", 0, 0, 0};
+    s[0] = (series_t){"baseline seeds' mean", "#08306b", 0, 0, 0, 0};
     s[0].n = curve(get(env, "bounds"), "step", "mean", &s[0].x, &s[0].y);
     double *lx = NULL, *hx = NULL, *lo = NULL, *hi = NULL;
     const int nlo = curve(get(env, "bounds"), "step", "lo", &lx, &lo), nhi = curve(get(env, "bounds"), "step", "hi", &hx, &hi);
@@ -491,7 +499,7 @@ static void render_seeds(out_t *o, const cJSON *r) {
         double seed = NAN;
         num(it, "train_seed", &seed);
         snprintf(nm[k], sizeof nm[k], "%s --seed %.0f", side ? "candidate" : "baseline", seed);
-        s[k] = (series_t){nm[k], side ? "#ff7f0eb3" : "#6baed6", 0, 0, 0};
+        s[k] = (series_t){nm[k], side ? "#ff7f0eb3" : "#6baed6", 0, 0, 0, 0};
         s[k].n = curve(get(it, "curve"), "step", "trailing_loss", &s[k].x, &s[k].y);
         k++;
     }
@@ -585,9 +593,9 @@ static void render_recovery(out_t *o, const cJSON *r) {
     const char *rg[] = {"recovery"};
     fprintf(h, "<h2>Recovery</h2>\n");
     svg_bars(h, "Recovery timeline", "seconds", rg, cJSON_IsObject(rc) ? 1 : 0, rsn, 5, rv, 1);
-    const char *rk[] = {"platform", "fault", "fault_step", "detect_s", "teardown_s", "restart_s", "restore_s", "replay_s", "total_s", "restored_step", "steps_recomputed", "goodput", "final_compare", "ok"};
+    const char *rk[] = {"platform", "fault", "fault_step", "detect_s", "teardown_s", "restart_s", "restore_s", "replay_s", "total_s", "restored_step", "steps_recomputed", "goodput", "final_compare", "ok", "injection"};
     const cJSON *rcc[] = {rc};
-    kv_table(o, "Recovery metrics", rk, 14, rcc, fn, 1);
+    kv_table(o, "Recovery metrics", rk, 15, rcc, fn, 1);
     const char *dk[] = {"mode", "deterministic", "rule", "why", "loss_rel_max", "grad_norm_rel_max", "final_weights_rel_l2", "tolerance_loss_rel", "tolerance_grad_norm_rel", "tolerance_final_weights_rel_l2"};
     const cJSON *dc[] = {get(rc, "determinism")};
     kv_table(o, "Determinism (the recovery's rule)", dk, 10, dc, fn, 1);
@@ -608,31 +616,6 @@ static void render_audit(out_t *o, const cJSON *r) {
     arr_table(o, "Step-1 audit: per tensor (forward order)", get(au, "tensors"), tk, 8);
 }
 
-static void render_cost(out_t *o, const cJSON *r) {
-    FILE *h = o->h, *m = o->m;
-    char b[64];
-    const cJSON *co = get(r, "cost");
-    const char *cok[] = {"item", "device", "phase", "hours", "price_per_hour", "source", "date", "cost"};
-    arr_table(o, "Cost", get(co, "rows"), cok, 8);
-    const char *ctk[] = {"price_table", "currency", "total_cost", "accepted_outcomes", "cost_per_accepted_outcome", "tokens", "tokens_per_dollar"};
-    fprintf(h, "<h2>Cost totals</h2>\n");
-    fprintf(m, "\n## Cost totals\n\n");
-    if (!cJSON_IsObject(co)) {
-        fprintf(h, "<p class=na>not measured</p>\n");
-        fprintf(m, "not measured\n");
-    } else {
-        fprintf(h, "<table>");
-        fprintf(m, "| field | value |\n|---|---|\n");
-        for (int k = 0; k < 7; k++) {
-            const char *s = fmt(co, ctk[k], b, sizeof b);
-            if (k == 4 && cJSON_IsNull(get(co, ctk[k]))) s = "no accepted outcome";
-            fprintf(h, "<tr><td>%s</td><td>", ctk[k]); esc(h, s); fprintf(h, "</td></tr>\n");
-            fprintf(m, "| %s | ", ctk[k]); mesc(m, s); fprintf(m, " |\n");
-        }
-        fprintf(h, "</table>\n");
-    }
-}
-
 // accept of evidence directories (accept_evidence_judge.c): the recipe, the referee, the sections not shown.
 static void render_evidence(out_t *o, const cJSON *r) {
     const cJSON *ev = get(r, "evidence");
@@ -649,16 +632,22 @@ static void render_evidence(out_t *o, const cJSON *r) {
 static void render(out_t *o, const cJSON *r) {
     const cJSON *cv = get(r, "convergence");
     render_head(o, r);
+    fprintf(o->h, "<div class='top'>");
+    rpt_scorecard(o, r);
+    render_verdict(o, r);
+    fprintf(o->h, "</div>\n");
+    rpt_scorecard_notes(o, r);
+    rpt_reproduction(o, r);
     render_identity(o, r);
     render_evidence(o, r);
-    render_convergence(o, cv);
+    rpt_convergence(o, cv);
     render_curves(o, r, cv);
     render_seeds(o, r);
     render_phases(o, r);
     render_portability(o, r);
     render_recovery(o, r);
     render_audit(o, r);
-    render_cost(o, r);
+    rpt_cost(o, r);
     fprintf(o->h, "</body></html>\n");
 }
 

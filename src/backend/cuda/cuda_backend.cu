@@ -1287,6 +1287,18 @@ void describe(char *buf, size_t n, const cudaDeviceProp &p) {
              (double)p.totalGlobalMem / 1073741824.0);
 }
 
+// Why cudaGetDeviceCount found no device, in a user's words: without the kernel driver the runtime says the
+// driver version is insufficient, which reads as "upgrade" when there is nothing to upgrade.
+static const char *no_device_why(cudaError_t e) {
+    if (e == cudaSuccess) return "the driver reports none";
+#ifndef PT_CUDA_SIM
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (f) fclose(f);
+    else if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) return "no NVIDIA driver";
+#endif
+    return cudaGetErrorString(e);
+}
+
 }  // namespace
 
 static const pt_backend_ops cuda_ops = {
@@ -1341,7 +1353,7 @@ static int pick_device(const char *suffix) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         pt_set_error("backend '%s': no CUDA device (%s)", PT_CUDA_NAME,
-                     e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+                     no_device_why(e));
         return -1;
     }
     if (want >= count) {
@@ -1443,7 +1455,7 @@ extern "C" int PT_CUDA_PROBE(const char *suffix) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaSuccess && count > 0) return 0;
     pt_set_error("backend '%s': no CUDA device (%s)", PT_CUDA_NAME,
-                 e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+                 no_device_why(e));
     return -1;
 }
 
@@ -1471,7 +1483,7 @@ extern "C" int PT_CUDA_PRINT_DEVICES(FILE *f) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         fprintf(f, "%-12s no CUDA device: %s\n", PT_CUDA_NAME,
-                e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+                no_device_why(e));
         print_blas(f);
         return 0;
     }
