@@ -780,37 +780,34 @@ static int cmp_file_key(const void *a, const void *b) {
     return strcmp(((const file_key *)a)->name, ((const file_key *)b)->name);
 }
 
-static const int64_t *g_sort_off0;  // qsort's context: the slices' first-dimension offsets
-static int cmp_by_off0(const void *a, const void *b) {
-    const int i = *(const int *)a, j = *(const int *)b;
-    if (g_sort_off0[i * CKPT_MAX_DIMS] != g_sort_off0[j * CKPT_MAX_DIMS])
-        return g_sort_off0[i * CKPT_MAX_DIMS] < g_sort_off0[j * CKPT_MAX_DIMS] ? -1 : 1;
-    return i - j;
+typedef struct {
+    int64_t off0;  // the slice's offset in the first dimension
+    int index;     // its position in the manifest
+} box_key;
+
+static int cmp_box_key(const void *a, const void *b) {
+    const box_key *x = a, *y = b;
+    if (x->off0 != y->off0) return x->off0 < y->off0 ? -1 : 1;
+    return x->index - y->index;
 }
 
 // The first slice (in manifest order) that overlaps an earlier one: 0 with *later and *earlier set, or -1.
 static int first_overlap(const ckpt_tensor *t, int *later, int *earlier) {
     const int n = t->nslices;
-    int64_t *off0 = pt_calloc((size_t)n * CKPT_MAX_DIMS + 1, sizeof(int64_t));
-    int *order = pt_calloc((size_t)n + 1, sizeof(int));
-    for (int i = 0; i < n; i++) {
-        off0[i * CKPT_MAX_DIMS] = t->slices[i].offset[0];
-        order[i] = i;
-    }
-    g_sort_off0 = off0;
-    qsort(order, (size_t)n, sizeof(int), cmp_by_off0);
+    box_key *keys = pt_calloc((size_t)n + 1, sizeof(box_key));
+    for (int i = 0; i < n; i++) keys[i] = (box_key){t->slices[i].offset[0], i};
+    qsort(keys, (size_t)n, sizeof(box_key), cmp_box_key);
     int hi = -1, lo = -1;
     for (int a = 0; a < n; a++) {
-        const ckpt_slice_ref *ra = &t->slices[order[a]];
-        for (int b = a + 1; b < n && t->slices[order[b]].offset[0] < ra->offset[0] + ra->shape[0]; b++) {
-            const ckpt_slice_ref *rb = &t->slices[order[b]];
+        const ckpt_slice_ref *ra = &t->slices[keys[a].index];
+        for (int b = a + 1; b < n && keys[b].off0 < ra->offset[0] + ra->shape[0]; b++) {
+            const ckpt_slice_ref *rb = &t->slices[keys[b].index];
             if (!boxes_overlap(t->ndim, ra->offset, ra->shape, rb->offset, rb->shape)) continue;
-            const int h = PT_MAX(order[a], order[b]), l = PT_MIN(order[a], order[b]);
+            const int h = PT_MAX(keys[a].index, keys[b].index), l = PT_MIN(keys[a].index, keys[b].index);
             if (hi < 0 || h < hi || (h == hi && l < lo)) hi = h, lo = l;
         }
     }
-    free(off0);
-    free(order);
+    free(keys);
     *later = hi;
     *earlier = lo;
     return hi < 0 ? -1 : 0;
