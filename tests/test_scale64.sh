@@ -5,7 +5,8 @@
 # tests/scale/tp4.json: tiny's shape with 4 KV heads and a 128-token vocabulary (the golden fixture's
 # data), every dimension TP4 shards divisible by 4. Checks: every step's loss within 1e-6 relative, the
 # same tokens and global batch each step, a checkpoint written and verified, every metrics.jsonl line valid
-# JSON, and `portatrain compare` reading the 64-rank run against the single process (fp32 profile).
+# JSON, `portatrain compare` reading the 64-rank run against the single process (fp32 profile), and every
+# step's bytes per collective (the MPI layer's counters in metrics.jsonl) equal to `portatrain topo`'s plan.
 set -uo pipefail
 : "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
 if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
@@ -35,6 +36,12 @@ if [ -f "$T/tp4fsdp16/metrics_ranks.jsonl" ]; then
   python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$T/tp4fsdp16/metrics_ranks.jsonl" \
     && echo "ok: metrics_ranks.jsonl is valid JSON lines" || { echo "FAIL: metrics_ranks.jsonl"; fail=1; }
 fi
+"$PORTATRAIN" topo --world 64 --tp 4 --fsdp 16 --model "$T/init" --per-device-train-batch-size 1 --seq-len 16 \
+  --json >"$T/topo.json" 2>"$T/err" || { echo "FAIL: topo"; cat "$T/err"; exit 1; }
+if python3 "$PT_SOURCE_DIR/tests/py/topo_bytes.py" "$T/topo.json" "$T/tp4fsdp16/metrics.jsonl" >"$T/tb" 2>&1; then
+  echo "ok: topo's bytes per collective = the MPI counters in every step ($(python3 -c 'import json, sys
+print(", ".join("%s %d" % kv for kv in sorted(json.load(open(sys.argv[1]))["comm_bytes_per_step"].items())))' "$T/topo.json"))"
+else echo "FAIL: topo vs measured bytes at 64 ranks"; cat "$T/tb"; fail=1; fi
 n_slices=$(ls "$T/tp4fsdp16/checkpoint-$STEPS"/rank*.safetensors 2>/dev/null | wc -l)
 if [ -f "$T/tp4fsdp16/checkpoint-$STEPS/checkpoint.json" ] && [ "$n_slices" -ge 1 ] \
    && "$PORTATRAIN" ckpt verify "$T/tp4fsdp16/checkpoint-$STEPS" >"$T/v" 2>&1; then

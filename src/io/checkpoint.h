@@ -70,6 +70,9 @@ long ckpt_step(const ckpt *c);
 const cJSON *ckpt_state(const ckpt *c);
 // Verifies every slice's checksum; -1 naming the tensor and file on mismatch.
 int ckpt_verify(ckpt *c);
+// ckpt_verify's checksums of the slices in the files k with k % size == rank only (manifest order; the coverage
+// check in full): the ranks of a job, each checking its share, check every file once between them.
+int ckpt_verify_share(ckpt *c, int rank, int size);
 // Global shape of a tensor (returns ndim, -1 if absent).
 int ckpt_tensor_shape(const ckpt *c, const char *name, int64_t *shape);
 // Reads the box [offset, offset+shape) of tensor `name` into out (row-major),
@@ -89,6 +92,9 @@ long ckpt_latest_step(const char *output_dir);
 // newest checkpoint-* that opens and verifies) or a checkpoint directory.
 // Returns an opened, verified checkpoint or NULL.
 ckpt *ckpt_open_resume(const char *output_dir, const char *spec);
+// The same with verify 0: no checksums (the manifest and the files' sizes only, for the choice and the fallback),
+// for a caller that verifies otherwise (every rank of a job with ckpt_verify_share, then agreeing).
+ckpt *ckpt_open_resume_opts(const char *output_dir, const char *spec, int verify);
 
 // Test-only fault injection (environment):
 //   PT_CKPT_CRASH_AT=<stage>   raise SIGKILL at a stage of the save:

@@ -97,11 +97,13 @@ static void checkpoint_epochs(const cJSON *st, int *eb, int *drop_last) {
 
 // Resolves --epoch-boundary and --dataloader-drop-last: a resume takes the checkpoint's where not given (and a
 // given one that differs is refused), a fresh run defaults to hf without drop_last. A resume's checkpoint is
-// opened (and verified) here, once: *resume_ckpt (NULL if there is none; then *open_error says why).
-static int resolve_epochs(pt_train_args *a, ckpt **resume_ckpt, char *open_error, size_t open_error_size) {
+// opened here, once, and verified unless `verify` is 0 (a job of several ranks: verify_resume_shared):
+// *resume_ckpt (NULL if there is none; then *open_error says why).
+static int resolve_epochs(pt_train_args *a, ckpt **resume_ckpt, char *open_error, size_t open_error_size,
+                          int verify) {
     *resume_ckpt = NULL;
     if (a->resume_from_checkpoint) {
-        ckpt *c = ckpt_open_resume(a->output_dir, a->resume_from_checkpoint);
+        ckpt *c = ckpt_open_resume_opts(a->output_dir, a->resume_from_checkpoint, verify);
         *resume_ckpt = c;
         if (!c) snprintf(open_error, open_error_size, "%s", pt_last_error());
         if (c) {
@@ -300,7 +302,8 @@ static int setup_args(pt_trainer *t) {
         return -1;
     }
     t->resume_open_s = pt_now_s();
-    if (resolve_epochs(&t->a, &t->resume_ckpt, t->resume_open_error, sizeof t->resume_open_error) != 0) {
+    if (resolve_epochs(&t->a, &t->resume_ckpt, t->resume_open_error, sizeof t->resume_open_error,
+                       !t->world || pt_comm_size(t->world) == 1) != 0) {
         g_usage_error = 1;
         return -1;
     }
@@ -422,10 +425,36 @@ static int setup(pt_trainer *t) {
     return 0;
 }
 
+// A job of several ranks opened its checkpoint without the checksums (resolve_epochs): were every rank to check
+// every file, each would read the whole checkpoint and N ranks would open N files each. Each rank checks its
+// share of the files and the ranks agree; only when a file fails does every rank check them all, as a single
+// process does, so that all fall back to the same older checkpoint (or fail alike).
+static int verify_resume_shared(pt_trainer *t) {
+    if (!t->world || pt_comm_size(t->world) == 1) return 0;
+    ckpt *c = t->resume_ckpt;
+    const int ok = !c || ckpt_verify_share(c, t->rank, pt_comm_size(t->world)) == 0;
+    if (t->ops->agree(t, ok, NULL) == 0) return 0;
+    pt_clear_error();
+    pt_trainer_set_usage_error(0);
+    ckpt_close(c);
+    c = t->resume_ckpt = ckpt_open_resume(t->a.output_dir, t->a.resume_from_checkpoint);
+    if (!c) {
+        snprintf(t->resume_open_error, sizeof t->resume_open_error, "%s", pt_last_error());
+        return 0;
+    }
+    int eb, dl;  // the loader was opened with the first choice's epoch settings
+    checkpoint_epochs(ckpt_state(c), &eb, &dl);
+    if (eb == t->a.epoch_boundary && dl == t->a.dataloader_drop_last) return 0;
+    pt_set_error("%s: the checkpoint a resume falls back to has other epoch settings than %s's", ckpt_dir(c),
+                 t->a.resume_from_checkpoint);
+    return -1;
+}
+
 // --resume-from-checkpoint: the checkpoint resolve_epochs opened, restored on every rank.
 static int setup_resume(pt_trainer *t) {
     if (!t->a.resume_from_checkpoint) return 0;
     const double tr = pt_now_s();
+    if (verify_resume_shared(t) != 0) return -1;
     ckpt *c = t->resume_ckpt;
     t->resume_ckpt = NULL;
     // no valid checkpoint there: another attempt cannot succeed (exit 2, so --supervise does not retry it)
