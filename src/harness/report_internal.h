@@ -1,4 +1,4 @@
-// What the report's section files share (report.c owns the page, its tables and charts; report_evidence.c the
+// What the report's section files share (report.c owns the page, its tables and charts; report_sections.c the
 // scorecard, the reproduction block, the convergence evidence and the cost).
 #pragma once
 #include <cjson/cJSON.h>
@@ -17,7 +17,7 @@ void rpt_kv_table(out_t *o, const char *title, const char **keys, int nk, const 
                   int nc);
 void rpt_arr_table(out_t *o, const char *title, const cJSON *arr, const char **keys, int nk);
 
-// report_evidence.c
+// report_sections.c
 void rpt_scorecard(out_t *o, const cJSON *r);
 void rpt_scorecard_notes(out_t *o, const cJSON *r);  // what the scorecard's numbers are
 void rpt_reproduction(out_t *o, const cJSON *r);
