@@ -136,7 +136,7 @@ jcheck "$T/agree/report.json" "r['verdict']=='ACCEPTED'" "  the refused reruns l
 #    (train's messages: tests/test_accept_train_checks.sh holds accept to each)
 for bad in "--adam-beta2 1:invalid optimizer hyperparameters" "--adam-epsilon 0:invalid optimizer hyperparameters" \
            "--lr-scheduler-type foo:--lr-scheduler-type 'foo' unknown" "--epoch-boundary edge:--epoch-boundary must be hf or wrap" \
-           "--data-mode ragged:--data-mode must be packed or padded" \
+           "--data-mode ragged:--data-mode must be packed, padded or documents" \
            "--epoch-boundary wrap --dataloader-drop-last:--dataloader-drop-last needs --epoch-boundary hf" \
            "--lr-scheduler-type warmup_stable_decay:warmup_stable_decay" "--lr-scheduler-kwargs [1]:--lr-scheduler-kwargs: not a JSON object"; do
     check 2 "portatrain: error: .*${bad#*:}" -- "$B" accept --baseline cpu:fp32 --candidate cpu:fp32 $E --output-dir "$T/bad" ${bad%%:*}
