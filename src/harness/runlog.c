@@ -431,12 +431,13 @@ static int load_torchtitan(const char *path, pt_runlog *r) {
         // an attempt ends where the next process starts
         const bool proc_start = !strncmp(t.msg, "torchtitan version", 18);
         if (proc_start) st.att_open = false;
-        else if (isfinite(t.time) && st.att_open) r->att[r->n_att - 1].t_end = t.time - st.t0;
+        else if (isfinite(t.time) && st.att_open && r->n_att > 0) r->att[r->n_att - 1].t_end = t.time - st.t0;
         if (strstr(t.msg, "validate step:")) rc = tt_validation(&st, r, t.msg);
         else if (step_line) rc = tt_step(&st, r, t.msg, &t);
         else {
             tt_event(&st, r, t.msg, t.time);
-            if (!strncmp(t.msg, "Training starts at step", 23)) st.att_open = true;
+            // (a line that names no step opens no attempt)
+            if (!strncmp(t.msg, "Training starts at step", 23)) st.att_open = r->n_att > 0;
         }
     }
     free(text);
