@@ -257,7 +257,9 @@ static void free_activations(qwen3_model *m) {
     if (m->pos_sin) be->ops->free(be, m->pos_sin);
     free(m->host_rope_cos);
     free(m->host_rope_sin);
-    m->host_rope_cos = m->host_rope_sin = NULL;
+    free(m->host_pos_cos);
+    free(m->host_pos_sin);
+    m->host_rope_cos = m->host_rope_sin = m->host_pos_cos = m->host_pos_sin = NULL;
     m->pos = NULL;
     m->pos_cos = m->pos_sin = NULL;
     m->use_pos = 0;
@@ -411,6 +413,8 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     m->pos = be->ops->alloc(be, sizeof(int32_t) * N);
     m->pos_cos = be->ops->alloc(be, sizeof(real_t) * N * D);
     m->pos_sin = be->ops->alloc(be, sizeof(real_t) * N * D);
+    m->host_pos_cos = pt_malloc(sizeof(real_t) * N * D);
+    m->host_pos_sin = pt_malloc(sizeof(real_t) * N * D);
     real_t *cs = pt_malloc(sizeof(real_t) * (size_t)T * D), *sn = pt_malloc(sizeof(real_t) * (size_t)T * D);
     rope_tables(c, T, cs, sn);
     be->ops->upload(be, m->rope_cos, cs, sizeof(real_t) * (size_t)T * D);
@@ -613,7 +617,7 @@ static int upload_positions(qwen3_model *m, int B, int T) {
                 return -1;
             }
         }
-    real_t *cs = pt_malloc(sizeof(real_t) * N * D), *sn = pt_malloc(sizeof(real_t) * N * D);
+    real_t *cs = m->host_pos_cos, *sn = m->host_pos_sin;
     for (size_t i = 0; i < N; i++) {
         memcpy(cs + i * D, m->host_rope_cos + (size_t)pos[i] * D, sizeof(real_t) * D);
         memcpy(sn + i * D, m->host_rope_sin + (size_t)pos[i] * D, sizeof(real_t) * D);
@@ -625,8 +629,6 @@ static int upload_positions(qwen3_model *m, int B, int T) {
         be->ops->round_bf16(be, m->pos_cos, m->pos_cos, N * D);
         be->ops->round_bf16(be, m->pos_sin, m->pos_sin, N * D);
     }
-    free(cs);
-    free(sn);
     return 0;
 }
 

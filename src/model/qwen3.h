@@ -106,6 +106,7 @@ struct qwen3_model {
     int use_pos;
     int32_t *pos;
     real_t *pos_cos, *pos_sin;
+    real_t *host_pos_cos, *host_pos_sin;  // [N,D] host scratch for gathering those rows
     int32_t *ids, *targets;       // backend copies [N]
     // backward scratch
     real_t *d_res, *d_ln, *d_q, *d_k, *d_v, *d_att, *d_qn, *d_kn, *d_gate, *d_up, *d_act;
