@@ -12,13 +12,17 @@
 #define num rpt_num
 
 // ---- a table of text cells, in both outputs ----
+// One row's cells in both outputs: <TAG>text</TAG> in HTML, "| text |" in Markdown (no line ends).
+static void t_cells(out_t *o, const char *tag, const char *const *cells, int n) {
+    for (int i = 0; i < n; i++) {
+        fprintf(o->h, "<%s>", tag); rpt_esc(o->h, cells[i]); fprintf(o->h, "</%s>", tag);
+        fprintf(o->m, " "); rpt_mesc(o->m, cells[i]); fprintf(o->m, " |");
+    }
+}
 static void t_start(out_t *o, const char *cls, const char *const *hdr, int n) {
     fprintf(o->h, "<table%s%s%s><tr>", cls ? " class='" : "", cls ? cls : "", cls ? "'" : "");
     fprintf(o->m, "\n|");
-    for (int i = 0; i < n; i++) {
-        fprintf(o->h, "<th>"); rpt_esc(o->h, hdr[i]); fprintf(o->h, "</th>");
-        fprintf(o->m, " "); rpt_mesc(o->m, hdr[i]); fprintf(o->m, " |");
-    }
+    t_cells(o, "th", hdr, n);
     fprintf(o->h, "</tr>\n");
     fprintf(o->m, "\n|");
     for (int i = 0; i < n; i++) fprintf(o->m, "---|");
@@ -27,10 +31,7 @@ static void t_start(out_t *o, const char *cls, const char *const *hdr, int n) {
 static void t_row(out_t *o, const char *const *cells, int n) {
     fprintf(o->h, "<tr>");
     fprintf(o->m, "|");
-    for (int i = 0; i < n; i++) {
-        fprintf(o->h, "<td>"); rpt_esc(o->h, cells[i]); fprintf(o->h, "</td>");
-        fprintf(o->m, " "); rpt_mesc(o->m, cells[i]); fprintf(o->m, " |");
-    }
+    t_cells(o, "td", cells, n);
     fprintf(o->h, "</tr>\n");
     fprintf(o->m, "\n");
 }
