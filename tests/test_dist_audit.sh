@@ -289,7 +289,7 @@ else echo "FAIL: fsdp 2, tied lm_head only: loss $(loss1 "$T/h_lmonly") vs $(los
 
 # a backend whose memory is not host memory (cuda-sim) keeps a host copy of its shards while the weights
 # stream and uploads it once: FSDP2's first loss is the single process's on that backend
-if "$PORTATRAIN" devices 2>/dev/null | grep -q "^cuda-sim"; then
+if "$PORTATRAIN" devices 2>/dev/null | grep -q "^cuda-sim:"; then
   sim=(train --model "$T/init_tied" --data "$data" --max-steps 1 --seq-len 16 --quiet --backend cuda-sim)
   "$PORTATRAIN" "${sim[@]}" --per-device-train-batch-size 4 --output-dir "$T/sim1" >"$T/out" 2>&1 || { cat "$T/out"; fail=1; }
   "${MPIRUN[@]}" -np 2 "$PORTATRAIN" "${sim[@]}" --per-device-train-batch-size 2 --fsdp 2 --output-dir "$T/sim2" \
