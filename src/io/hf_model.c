@@ -138,11 +138,79 @@ size_t hf_weight_block_numel(const qwen3_model *layout, const char *name) {
     return max_block_numel(layout, name, hf_weight_block_bytes());
 }
 
+// Where a model tensor's elements are stored: tensor t of file f, from element `base` on.
+typedef struct {
+    const st_file *f;
+    const st_tensor *t;
+    uint64_t base;
+} tensor_src;
+
+// Qwen3-MoE experts as transformers 5 holds them in memory, and as a plain state_dict() saves them: per layer
+// mlp.experts.gate_up_proj [E, 2I, C] (expert e's I gate rows, then its I up rows) and mlp.experts.down_proj
+// [E, C, I]. save_pretrained and the Hub checkpoints split them per expert (the model's own names); both read.
+// Returns 1 and the source when pi is an expert tensor stored fused, 0 when it is not, -1 + error on a fused
+// tensor of the wrong shape.
+static int fused_expert_src(const shard_set *s, const qwen3_model *m, const qwen3_param_info *pi, tensor_src *src) {
+    int layer, e, len = 0;
+    char which[16];
+    if (!m->cfg.moe ||
+        sscanf(pi->name, "model.layers.%d.mlp.experts.%d.%15[a-z]_proj.weight%n", &layer, &e, which, &len) != 3 ||
+        pi->name[len])
+        return 0;
+    const bool down = !strcmp(which, "down");
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", layer, down ? "down_proj" : "gate_up_proj");
+    const st_tensor *t = shards_find(s, name, &src->f);
+    if (!t) return 0;
+    const int64_t E = m->cfg.num_experts, C = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
+    const int64_t want[3] = {E, down ? C : 2 * I, down ? I : C};
+    if (t->ndim != 3 || t->shape[0] != want[0] || t->shape[1] != want[1] || t->shape[2] != want[2]) {
+        pt_set_error("%s: tensor \"%s\" is not [%lld,%lld,%lld] as config.json implies", src->f->path, name,
+                     (long long)want[0], (long long)want[1], (long long)want[2]);
+        return -1;
+    }
+    src->t = t;
+    src->base = (uint64_t)e * want[1] * want[2] + (!strcmp(which, "up") ? (uint64_t)I * C : 0);
+    return 1;
+}
+
+// Whether `name` is a fused expert tensor this model reads (fused_expert_src), so not an unexpected one.
+static bool is_fused_expert(const qwen3_model *m, const char *name) {
+    int layer, len = 0;
+    return m->cfg.moe && sscanf(name, "model.layers.%d.mlp.experts.%n", &layer, &len) == 1 && len &&
+           (!strcmp(name + len, "gate_up_proj") || !strcmp(name + len, "down_proj")) &&
+           qwen3_layer_is_sparse(&m->cfg, layer);
+}
+
+// The stored tensor of pi, its shape checked against the config. Tied weights may be stored only as
+// lm_head.weight (transformers ties them either way round and loads the embedding from it).
+static int find_src(const shard_set *s, const qwen3_model *m, const qwen3_param_info *pi, const char *dir,
+                    tensor_src *src) {
+    *src = (tensor_src){0};
+    src->t = shards_find(s, pi->name, &src->f);
+    if (!src->t && m->cfg.tie_word_embeddings && !strcmp(pi->name, "model.embed_tokens.weight"))
+        src->t = shards_find(s, "lm_head.weight", &src->f);
+    if (!src->t) {
+        const int fused = fused_expert_src(s, m, pi, src);
+        if (fused) return fused > 0 ? 0 : -1;
+        pt_set_error("%s: missing tensor \"%s\"", dir, pi->name);
+        return -1;
+    }
+    const st_tensor *t = src->t;
+    if (t->ndim == pi->ndim && t->shape[0] == pi->shape[0] && (pi->ndim == 1 || t->shape[1] == pi->shape[1])) return 0;
+    char got[128] = "", want[64];
+    for (int d = 0; d < t->ndim; d++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    if (pi->ndim == 1) snprintf(want, sizeof want, "%lld", (long long)pi->shape[0]);
+    else snprintf(want, sizeof want, "%lld,%lld", (long long)pi->shape[0], (long long)pi->shape[1]);
+    pt_set_error("%s: tensor \"%s\" has shape [%s] but config.json implies [%s]", src->f->path, pi->name, got, want);
+    return -1;
+}
+
 // The weights of DIR in the order of m->tensors, with every check of a load: each tensor is looked up in the
-// shard set (tied: the embedding may be stored only as lm_head.weight), its shape checked against the config,
-// read in fp32 into `into` + its offset (a host buffer of m->num_params) or, without `into`, in blocks of
-// whole rows (hf_weight_block_numel) into one buffer, reused, each block handed to fn. read 0: names and
-// shapes only (no data read, fn not called).
+// shard set (find_src), read in fp32 into `into` + its offset (a host buffer of m->num_params) or, without
+// `into`, in blocks of whole rows (hf_weight_block_numel) into one buffer, reused, each block handed to fn.
+// read 0: names and shapes only (no data read, fn not called).
 static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor_fn fn, void *ctx, int read) {
     shard_set s;
     if (shards_open(&s, dir) != 0) return -1;
@@ -152,26 +220,10 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
     const st_file *tied_differs = NULL;  // the file whose lm_head.weight differs from the tied embedding
     for (int i = 0; i < m->num_tensors; i++) {
         const qwen3_param_info *pi = &m->tensors[i];
-        const st_file *f = NULL;
-        const st_tensor *t = shards_find(&s, pi->name, &f);
-        // Tied weights stored only as lm_head.weight: transformers ties them either way round and
-        // loads the embedding from it.
-        if (!t && m->cfg.tie_word_embeddings && !strcmp(pi->name, "model.embed_tokens.weight"))
-            t = shards_find(&s, "lm_head.weight", &f);
-        if (!t) {
-            pt_set_error("%s: missing tensor \"%s\"", dir, pi->name);
-            goto done;
-        }
-        int ok = t->ndim == pi->ndim && t->shape[0] == pi->shape[0] && (pi->ndim == 1 || t->shape[1] == pi->shape[1]);
-        if (!ok) {
-            char got[128] = "", want[64];
-            for (int d = 0; d < t->ndim; d++)
-                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "", (long long)t->shape[d]);
-            if (pi->ndim == 1) snprintf(want, sizeof want, "%lld", (long long)pi->shape[0]);
-            else snprintf(want, sizeof want, "%lld,%lld", (long long)pi->shape[0], (long long)pi->shape[1]);
-            pt_set_error("%s: tensor \"%s\" has shape [%s] but config.json implies [%s]", f->path, pi->name, got, want);
-            goto done;
-        }
+        tensor_src src;
+        if (find_src(&s, m, pi, dir, &src) != 0) goto done;
+        const st_file *f = src.f;
+        const st_tensor *t = src.t;
         if (!read) continue;
         // Tied: a file may still carry lm_head.weight (Qwen3-0.6B does, equal to the embedding). One that
         // differs would be silently dropped by tying (transformers warns and unties), so it is refused once
@@ -191,7 +243,7 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
             const int64_t nr = PT_MIN(per, rows - r0);
             const size_t n = (size_t)(nr * cols), first = (size_t)(r0 * cols);
             real_t *data = into ? into + pi->offset + first : buf;
-            if (read_range(f, t, first, n, data) != 0) goto done;
+            if (read_range(f, t, src.base + first, n, data) != 0) goto done;
             if (lt && tied_differs != lf) {
                 if (!lm) lm = pt_malloc(sizeof(real_t) * max_block_numel(m, pi->name, bb));
                 if (read_range(lf, lt, first, n, lm) != 0) goto done;
@@ -210,7 +262,8 @@ static int stream(const qwen3_model *m, const char *dir, real_t *into, hf_tensor
     for (int k = 0; k < s.n && read; k++)
         for (int j = 0; j < s.files[k].num_tensors; j++) {
             const char *name = s.files[k].tensors[j].name;
-            if (!qwen3_find_tensor(m, name) && !(m->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight")))
+            if (!qwen3_find_tensor(m, name) && !(m->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight")) &&
+                !is_fused_expert(m, name))
                 pt_warn("%s: unexpected tensor \"%s\" ignored", s.files[k].path, name);
         }
     rc = 0;
