@@ -195,6 +195,16 @@ static void hook_tp_allreduce(void *ctx, real_t *x, size_t n) {
     dev_allreduce(P, P->tp_c, x, n);
 }
 
+// Rank-ordered double sums (pt_comm_sum_f64: the same bits on every rank) of the MoE block's small vectors.
+static void sum_f64_inplace(pt_comm *c, double *x, int n) {
+    double *out = pt_malloc(sizeof(double) * (size_t)n);
+    pt_comm_sum_f64(c, x, out, n);
+    memcpy(x, out, sizeof(double) * (size_t)n);
+    free(out);
+}
+static void hook_moe_data_sum(void *ctx, double *x, int n) { sum_f64_inplace(((pt_parallel *)ctx)->data_c, x, n); }
+static void hook_tp_sum_f64(void *ctx, double *x, int n) { sum_f64_inplace(((pt_parallel *)ctx)->tp_c, x, n); }
+
 // The TP cross-entropy's buffers, sized for P->xent_n rows.
 static void free_xent(pt_parallel *P) {
     if (P->xent_lg) P->be->ops->free(P->be, P->xent_lg);
@@ -327,7 +337,8 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
     const pt_plan *pl = &P->plan;
     P->hooks = (qwen3_parallel){.tp_size = T, .tp_rank = tpi, .vocab_start = pl->vocab_start,
                                 .vocab_global = global->vocab_size, .ctx = P, .tp_allreduce = hook_tp_allreduce,
-                                .tp_lm_head_xent = hook_tp_xent};
+                                .tp_lm_head_xent = hook_tp_xent, .moe_data_sum = hook_moe_data_sum,
+                                .tp_sum_f64 = hook_tp_sum_f64};
     for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
     if (F == 1) {
         if (qwen3_create(&P->m, &pl->local, be) != 0) {

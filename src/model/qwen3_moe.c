@@ -21,6 +21,7 @@ struct qwen3_moe {
     moe_layer *layers;  // [L]; router < 0 for dense layers
     int cap_N;          // tokens the buffers hold
     double aux;         // the last forward's load-balancing loss
+    double aux_tokens;  // the tokens it is over: the global micro-batch's (every data rank's)
     double *frac;       // host [E]: fraction of routed slots per expert over all sparse layers (aux's f_e)
     // shared scratch: host rows, backend gradients of the gathered rows
     real_t *h_rows, *h_rows2, *h_tok, *h_dlogits;
@@ -108,8 +109,9 @@ static void ensure_buffers(qwen3_model *m, int N) {
     s->cap_N = N;
 }
 
-static real_t *param(const qwen3_model *m, int tensor) { return m->params + m->tensors[tensor].offset; }
-static real_t *grad(const qwen3_model *m, int tensor) { return m->grads + m->tensors[tensor].offset; }
+// The tensor's views: the model's own buffers, or the ones a parallel runtime bound (qwen3_bind_unit).
+static real_t *param(const qwen3_model *m, int tensor) { return m->tparams[tensor]; }
+static real_t *grad(const qwen3_model *m, int tensor) { return m->tgrads[tensor]; }
 
 // Softmax over each row of logits (fp32 in HF: torch.softmax(dtype=float)), then the top K by decreasing
 // probability, ties to the lower expert index, and the weights (renormalised with norm_topk_prob).
@@ -201,6 +203,22 @@ int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N
     return 0;
 }
 
+// Under data parallelism the loss is HF's over the global micro-batch: the routed counts, the probability
+// sums and the token count of every data rank, summed in rank order (the same on every rank).
+static void global_stats(const qwen3_model *m, double *counts, double *psum, double *tokens) {
+    if (!m->par || !m->par->moe_data_sum) return;
+    const int E = m->cfg.num_experts;
+    double *buf = pt_malloc(sizeof(double) * (2 * (size_t)E + 1));
+    memcpy(buf, counts, sizeof(double) * E);
+    memcpy(buf + E, psum, sizeof(double) * E);
+    buf[2 * E] = *tokens;
+    m->par->moe_data_sum(m->par->ctx, buf, 2 * E + 1);
+    memcpy(counts, buf, sizeof(double) * E);
+    memcpy(psum, buf + E, sizeof(double) * E);
+    *tokens = buf[2 * E];
+    free(buf);
+}
+
 void qwen3_moe_finish_forward(qwen3_model *m, int N) {
     qwen3_moe *s = m->moe;
     const qwen3_config *c = &m->cfg;
@@ -220,7 +238,9 @@ void qwen3_moe_finish_forward(qwen3_model *m, int N) {
         for (int n = 0; n < N; n++)
             for (int e = 0; e < E; e++) psum[e] += y->probs[(size_t)n * E + e];
     }
-    const double rows = (double)layers * N;
+    s->aux_tokens = N;
+    global_stats(m, s->frac, psum, &s->aux_tokens);
+    const double rows = (double)layers * s->aux_tokens;
     for (int e = 0; e < E && layers; e++) {
         s->frac[e] /= rows;
         s->aux += s->frac[e] * (psum[e] / rows);
@@ -320,7 +340,7 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
     int layers = 0;
     for (int i = 0; i < c->num_hidden_layers; i++) layers += s->layers[i].router >= 0;
     const double aux_w = c->output_router_logits
-                             ? c->router_aux_loss_coef * aux_scale * E / ((double)layers * N) : 0;
+                             ? c->router_aux_loss_coef * aux_scale * E / ((double)layers * s->aux_tokens) : 0;
     for (int n = 0; n < N; n++) route_backward(m, y, n, dw + (size_t)n * K, aux_w, N, s->h_dlogits);
     free(dw);
     be->ops->upload(be, s->d_logits, s->h_dlogits, F * (size_t)N * E);
