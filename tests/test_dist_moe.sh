@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Qwen3-MoE under the parallel runtime (docs/DISTRIBUTED.md, "Qwen3-MoE"), 2-4 ranks oversubscribed, on the
 # golden MoE fixture (8 experts, top-2, layer 0 dense, norm_topk_prob, output_router_logits with coefficient
-# 0.1, so the load-balancing loss steers every step):
+# 0.1, so the load-balancing loss steers every step), layouts FSDP2, DP2, TP2 (experts split like the dense
+# MLP, the router replicated) and TP2 x FSDP2:
 #  - layout parity: every layout against the single process on the same global batch (one micro-batch per
 #    step, so the global micro-batch is the single process's batch): the step-1 loss within 1e-6 relative,
 #    20 steps within 1e-5 relative, the same tokens;
@@ -24,7 +25,7 @@ STEPS=20; GLOBAL=8; ACC=1
 data="$PT_SOURCE_DIR/tests/fixtures/golden/untied/data.bin"
 
 # name np tp fsdp dp
-LAYOUTS="fsdp2:2:1:2:1 dp2:2:1:1:2"
+LAYOUTS="fsdp2:2:1:2:1 dp2:2:1:1:2 tp2:2:2:1:1 tp2fsdp2:4:2:2:1"
 
 train() { # name np tp fsdp dp out [extra...]
   local name=$1 np=$2 tp=$3 fsdp=$4 dp=$5 out=$6; shift 6

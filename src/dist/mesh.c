@@ -79,6 +79,11 @@ int pt_mesh_validate(const pt_mesh *m, int world, const qwen3_config *cfg) {
         pt_set_error("--tp %d: intermediate_size %d is not divisible by it", m->tp, cfg->intermediate_size);
         return -1;
     }
+    if (cfg->moe && cfg->moe_intermediate_size % m->tp != 0) {
+        pt_set_error("--tp %d: moe_intermediate_size %d is not divisible by it (each expert's MLP splits like the "
+                     "dense one)", m->tp, cfg->moe_intermediate_size);
+        return -1;
+    }
     if (cfg->vocab_size < m->tp) {
         pt_set_error("--tp %d: vocab_size %d is smaller than it", m->tp, cfg->vocab_size);
         return -1;
@@ -113,6 +118,7 @@ int pt_plan_local_config(const qwen3_config *g, int tp, int r, qwen3_config *loc
     local->num_attention_heads = g->num_attention_heads / tp;
     local->num_key_value_heads = g->num_key_value_heads / tp;
     local->intermediate_size = g->intermediate_size / tp;
+    local->moe_intermediate_size = g->moe_intermediate_size / tp;
     *vocab_start = v0;
     return 0;
 }
@@ -140,7 +146,7 @@ int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fs
     p->unit_model_off = pt_calloc(p->nunits, sizeof(size_t));
     p->unit_model_cnt = pt_calloc(p->nunits, sizeof(size_t));
     const int D = g->head_dim, hl = p->local.num_attention_heads, kvl = p->local.num_key_value_heads,
-              il = p->local.intermediate_size;
+              il = p->local.intermediate_size, eil = p->local.moe_intermediate_size;
     size_t off = 0;
     int cur_unit = -1;
     for (int i = 0; i < p->nt; i++) {
@@ -172,6 +178,8 @@ int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fs
             case P_GATE: case P_UP: row_split = 1; per = il; break;
             case P_O: col_split = 1; per = (int64_t)hl * D; break;
             case P_DOWN: col_split = 1; per = il; break;
+            case P_EXPERT_GATE: case P_EXPERT_UP: row_split = 1; per = eil; break;
+            case P_EXPERT_DOWN: col_split = 1; per = eil; break;
             case P_Q_NORM: case P_K_NORM: t->tp_replicated = 1; t->tp_partial_grad = tp > 1; break;
             default: t->tp_replicated = 1;
             }

@@ -549,6 +549,7 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     if (m->moe && qwen3_layer_is_sparse(c, l)) {
         if (for_backward) return;  // the sparse block keeps its own activations
         qwen3_moe_forward(m, l, a->ln2, res_out, N);
+        tp_allreduce(m, res_out, (size_t)N * C);  // the experts' down_proj is row-parallel
         be->ops->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
         return;
     }
@@ -642,10 +643,6 @@ static int upload_positions(qwen3_model *m, int B, int T) {
 static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int *num_targets) {
     const size_t N = (size_t)B * T;
     if (check_ids(m, ids, targets, N) != 0) return -1;
-    if (m->moe && m->par && m->par->tp_size > 1) {
-        pt_set_error("Qwen3-MoE models (model_type qwen3_moe) run under FSDP and DP, not under tensor parallelism");
-        return -1;
-    }
     if (qwen3_alloc_activations(m, B, T) != 0) return -1;
     if (upload_positions(m, B, T) != 0) return -1;
     refresh_working_weights(m);

@@ -301,6 +301,17 @@ static void experts_backward(qwen3_model *m, const moe_layer *y) {
     }
 }
 
+// Tensor parallel: each rank holds its columns of every expert's intermediate, so its expert outputs are
+// partial sums. d(routing weight) = dy . eout is linear in eout: the TP sum of the ranks' partial dots is the
+// full one, the same on every rank, so each rank's (replicated) router gets the whole gradient.
+static void tp_sum_dw(const qwen3_model *m, double *dw, size_t R) {
+    if (m->par && m->par->tp_size > 1) m->par->tp_sum_f64(m->par->ctx, dw, (int)R);
+}
+// ... and d(x) through the column-parallel gate/up is partial too; summed before the router's (full) term.
+static void tp_sum_dx(const qwen3_model *m, real_t *dx, size_t n) {
+    if (m->par && m->par->tp_size > 1) m->par->tp_allreduce(m->par->ctx, dx, n);
+}
+
 void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, const real_t *x, int N,
                         float aux_scale) {
     pt_backend *be = m->be;
@@ -325,6 +336,7 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
         }
         dw[(size_t)t * K + y->row_slot[r]] = acc;
     }
+    tp_sum_dw(m, dw, R);
     be->ops->upload(be, s->d_eout, s->h_rows, F * R * C);
     experts_backward(m, y);
     // scatter d(xg) back to the tokens, experts ascending
@@ -336,6 +348,7 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
         for (int i = 0; i < C; i++) d[i] += v[i];
     }
     be->ops->upload(be, dx, s->h_tok, F * N * C);
+    tp_sum_dx(m, dx, (size_t)N * C);
     // the router: d(logits) from d(weights) and the aux loss, then dx += d(logits) @ W_router
     int layers = 0;
     for (int i = 0; i < c->num_hidden_layers; i++) layers += s->layers[i].router >= 0;
