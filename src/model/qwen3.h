@@ -80,6 +80,12 @@ typedef struct qwen3_parallel {
     // routing-weight gradient dy . eout of the TP-partial expert outputs). NULL: no such group.
     void (*moe_data_sum)(void *ctx, double *x, int n);
     void (*tp_sum_f64)(void *ctx, double *x, int n);
+    // Expert parallelism (ep_size > 1): EP rank ep_rank owns experts [ep_rank x E/ep_size, ... + E/ep_size)
+    // (the views of the others are NULL); ep_alltoallv exchanges bytes within the EP group (block r of send
+    // to rank r, rank r's block for this rank at block r of recv).
+    int ep_size, ep_rank;
+    void (*ep_alltoallv)(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                         const size_t *recv_bytes);
 } qwen3_parallel;
 
 struct qwen3_model {
