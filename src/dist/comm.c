@@ -12,7 +12,7 @@
 #endif
 
 const char *const pt_coll_kind_name[PT_COLL_KINDS] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-                                                      "control"};
+                                                      "alltoall", "control"};
 
 struct pt_comm {
     int rank, size;
@@ -246,6 +246,33 @@ void pt_comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root) {
             MPI_Bcast((char *)buf + o, (int)PT_MIN(MPI_PIECE, bytes - o), MPI_BYTE, root, c->mpi);
 #endif
     account(PT_COLL_BROADCAST, bytes, t0);
+}
+
+void pt_comm_alltoallv(pt_comm *c, const void *send, const size_t *send_bytes, void *recv, const size_t *recv_bytes) {
+    const double t0 = pt_now_s();
+    size_t sent = 0;
+    for (int r = 0; r < c->size; r++) sent += send_bytes[r];
+#ifdef PT_HAVE_MPI
+    if (MULTI(c)) {
+        int *cnt = pt_malloc(sizeof(int) * 4 * (size_t)c->size), *sd = cnt + c->size, *rc = sd + c->size,
+            *rd = rc + c->size;
+        size_t so = 0, ro = 0;
+        for (int r = 0; r < c->size; r++) {
+            if (so + send_bytes[r] > INT_MAX || ro + recv_bytes[r] > INT_MAX) {
+                fprintf(stderr, "portatrain: error: all-to-all of more than %d bytes (MPI's int counts)\n", INT_MAX);
+                pt_comm_abort(1);
+            }
+            cnt[r] = (int)send_bytes[r], sd[r] = (int)so, rc[r] = (int)recv_bytes[r], rd[r] = (int)ro;
+            so += send_bytes[r], ro += recv_bytes[r];
+        }
+        MPI_Alltoallv(send, cnt, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, c->mpi);
+        free(cnt);
+        account(PT_COLL_ALLTOALL, sent, t0);
+        return;
+    }
+#endif
+    if (recv != send) memmove(recv, send, send_bytes[0]);
+    account(PT_COLL_ALLTOALL, sent, t0);
 }
 
 void pt_comm_barrier(pt_comm *c) {

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { PT_COLL_ALLREDUCE, PT_COLL_ALLGATHER, PT_COLL_REDUCE_SCATTER, PT_COLL_BROADCAST, PT_COLL_CONTROL,
-               PT_COLL_KINDS } pt_coll_kind;
+typedef enum { PT_COLL_ALLREDUCE, PT_COLL_ALLGATHER, PT_COLL_REDUCE_SCATTER, PT_COLL_BROADCAST, PT_COLL_ALLTOALL,
+               PT_COLL_CONTROL, PT_COLL_KINDS } pt_coll_kind;
 extern const char *const pt_coll_kind_name[PT_COLL_KINDS];
 
 typedef struct pt_comm pt_comm;
@@ -52,6 +52,10 @@ void pt_comm_allgather(pt_comm *c, const float *send, float *recv, size_t n);
 // send[size * n]: block r of the sum over ranks lands in rank r's recv[n].
 void pt_comm_reduce_scatter(pt_comm *c, const float *send, float *recv, size_t n);
 void pt_comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root);
+// All-to-all of bytes: block r of send (send_bytes[r] long, blocks back to back in rank order) goes to rank
+// r, and rank r's block for this rank lands at recv's block r (recv_bytes[r] long, back to back). Counted as
+// the bytes sent (the own block included), kind alltoall. Each block and each total must fit an int.
+void pt_comm_alltoallv(pt_comm *c, const void *send, const size_t *send_bytes, void *recv, const size_t *recv_bytes);
 void pt_comm_barrier(pt_comm *c);
 // Deterministic double reduction: out[i] = sum over ranks, in rank order, of
 // in[i] (identical bits on every rank). Control traffic.

@@ -20,6 +20,7 @@ int pt_mesh_resolve(int world, int tp, int fsdp, int dp, const char *order, pt_m
     if (fsdp <= 0 && dp > 0 && tp > 0 && world % ((long long)m->tp * m->dp) == 0)
         m->fsdp = (int)(world / ((long long)m->tp * m->dp));
     m->order[0] = PT_DIM_TP, m->order[1] = PT_DIM_FSDP, m->order[2] = PT_DIM_DP;
+    m->ep = 1;
     return order ? pt_mesh_parse_order(order, m->order) : 0;
 }
 
@@ -64,7 +65,22 @@ int pt_mesh_validate(const pt_mesh *m, int world, const qwen3_config *cfg) {
                      "--tp/--fsdp/--dp)", m->tp, m->fsdp, m->dp, lw, world, lw);
         return -1;
     }
+    const int ep = PT_MAX(1, m->ep);
+    if (ep > 1 && (m->fsdp * m->dp) % ep != 0) {
+        pt_set_error("--ep %d: the %d data ranks (fsdp %d x dp %d) do not split into expert-parallel groups of %d "
+                     "(ep is carved from fsdp x dp)", ep, m->fsdp * m->dp, m->fsdp, m->dp, ep);
+        return -1;
+    }
     if (!cfg) return 0;
+    if (ep > 1 && !cfg->moe) {
+        pt_set_error("--ep %d: expert parallelism needs a Qwen3-MoE model (model_type qwen3_moe)", ep);
+        return -1;
+    }
+    if (ep > 1 && cfg->num_experts % ep != 0) {
+        pt_set_error("--ep %d: num_experts %d is not divisible by it (each expert-parallel rank owns num_experts/ep "
+                     "experts)", ep, cfg->num_experts);
+        return -1;
+    }
     if (cfg->num_key_value_heads % m->tp != 0) {
         pt_set_error("--tp %d: num_key_value_heads %d is not divisible by it (KV heads are split across tensor-parallel "
                      "ranks, never replicated; use a tp that divides %d)", m->tp, cfg->num_key_value_heads,
@@ -77,6 +93,11 @@ int pt_mesh_validate(const pt_mesh *m, int world, const qwen3_config *cfg) {
     }
     if (cfg->intermediate_size % m->tp != 0) {
         pt_set_error("--tp %d: intermediate_size %d is not divisible by it", m->tp, cfg->intermediate_size);
+        return -1;
+    }
+    if (cfg->moe && cfg->moe_intermediate_size % m->tp != 0) {
+        pt_set_error("--tp %d: moe_intermediate_size %d is not divisible by it (each expert's MLP splits like the "
+                     "dense one)", m->tp, cfg->moe_intermediate_size);
         return -1;
     }
     if (cfg->vocab_size < m->tp) {
@@ -113,12 +134,43 @@ int pt_plan_local_config(const qwen3_config *g, int tp, int r, qwen3_config *loc
     local->num_attention_heads = g->num_attention_heads / tp;
     local->num_key_value_heads = g->num_key_value_heads / tp;
     local->intermediate_size = g->intermediate_size / tp;
+    local->moe_intermediate_size = g->moe_intermediate_size / tp;
     *vocab_start = v0;
     return 0;
 }
 
 int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fsdp, int fsdp_rank) {
+    return pt_plan_build_ep(p, g, tp, tp_rank, fsdp, fsdp_rank, 1, 0);
+}
+
+int pt_plan_sharded(const pt_plan *p) { return p->fsdp > 1 || p->ep > 1; }
+
+// Expert parallelism: an expert's tensors live whole on the EP rank that owns the expert, after every unit's
+// shards (so a unit's gather and reduce-scatter never touch them); elsewhere they are an empty box.
+static size_t place_expert_tensors(pt_plan *p, const qwen3_model *lm, size_t off) {
+    p->expert_offset = off;
+    const int per = p->global.num_experts / p->ep;
+    for (int i = 0; i < p->nt; i++) {
+        pt_plan_tensor *t = &p->t[i];
+        if (!t->ep_expert) continue;
+        const int owned = lm->tensors[i].expert / per == p->ep_rank;
+        t->chunk = t->lshape[0];
+        t->soff[0] = t->loff[0];
+        t->soff[1] = t->loff[1];
+        t->sshape[0] = owned ? t->lshape[0] : 0;
+        t->sshape[1] = t->lshape[1];
+        t->shard_count = owned ? (size_t)t->lshape[0] * (size_t)t->lshape[1] : 0;
+        t->shard_offset = off;
+        off += (t->shard_count + 15) & ~(size_t)15;
+    }
+    return off;
+}
+
+int pt_plan_build_ep(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fsdp, int fsdp_rank, int ep,
+                     int ep_rank) {
     memset(p, 0, sizeof *p);
+    p->ep = PT_MAX(1, ep);
+    p->ep_rank = ep_rank;
     p->global = *g;
     p->tp = tp;
     p->tp_rank = tp_rank;
@@ -140,7 +192,7 @@ int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fs
     p->unit_model_off = pt_calloc(p->nunits, sizeof(size_t));
     p->unit_model_cnt = pt_calloc(p->nunits, sizeof(size_t));
     const int D = g->head_dim, hl = p->local.num_attention_heads, kvl = p->local.num_key_value_heads,
-              il = p->local.intermediate_size;
+              il = p->local.intermediate_size, eil = p->local.moe_intermediate_size;
     size_t off = 0;
     int cur_unit = -1;
     for (int i = 0; i < p->nt; i++) {
@@ -172,6 +224,9 @@ int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fs
             case P_GATE: case P_UP: row_split = 1; per = il; break;
             case P_O: col_split = 1; per = (int64_t)hl * D; break;
             case P_DOWN: col_split = 1; per = il; break;
+            case P_EXPERT_GATE: case P_EXPERT_UP: row_split = 1; per = eil; break;
+            case P_EXPERT_DOWN: col_split = 1; per = eil; break;
+            case P_ROUTER: t->tp_replicated = 1; break;
             case P_Q_NORM: case P_K_NORM: t->tp_replicated = 1; t->tp_partial_grad = tp > 1; break;
             default: t->tp_replicated = 1;
             }
@@ -184,6 +239,8 @@ int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fs
             t->gshape[1] = per * tp;
             t->loff[1] = per * tp_rank;
         }
+        t->ep_expert = p->ep > 1 && lt->layer >= 0 && lt->kind >= P_EXPERT_GATE;
+        if (t->ep_expert) continue;  // placed after the units (place_expert_tensors)
         t->chunk = (t->lshape[0] + fsdp - 1) / fsdp;
         const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * fsdp_rank), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
         t->soff[0] = t->loff[0] + r0;
@@ -199,8 +256,9 @@ int pt_plan_build(pt_plan *p, const qwen3_config *g, int tp, int tp_rank, int fs
         off += (t->shard_count + 15) & ~(size_t)15;  // 16-float aligned, as the model's layout
         p->unit_shard_cnt[cur_unit] = off - p->unit_shard_off[cur_unit];
     }
-    // With fsdp 1 the shard layout is the local model's layout itself, so the
+    // With fsdp 1 (and no EP) the shard layout is the local model's layout itself, so the
     // model's own buffers serve as the shards.
+    if (p->ep > 1) off = place_expert_tensors(p, &lm, off);
     p->shard_numel = off;
     for (int u = 0; u < p->nunits; u++) qwen3_unit_range(&lm, u, &p->unit_model_off[u], &p->unit_model_cnt[u]);
     qwen3_free(&lm);
@@ -262,7 +320,7 @@ int pt_plan_unit_direct(const pt_plan *p, int unit) {
 void pt_plan_slots(const pt_plan *p, size_t slots[3], size_t *staging, size_t *recv) {
     slots[0] = slots[1] = slots[2] = 0;
     *staging = *recv = 0;
-    if (p->fsdp == 1) return;
+    if (!pt_plan_sharded(p)) return;
     const int L = p->global.num_hidden_layers;
     for (int u = 0; u < p->nunits; u++) {
         const int s = u == 0 ? 0 : u <= L ? 1 : 2;

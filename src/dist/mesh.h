@@ -26,6 +26,10 @@ enum { PT_DIM_TP = 0, PT_DIM_FSDP = 1, PT_DIM_DP = 2 };
 typedef struct {
     int tp, fsdp, dp;  // world = tp * fsdp * dp
     int order[3];      // dims innermost first
+    // Qwen3-MoE expert parallelism, borrowed from the data ranks (TorchTitan's EP over the data-parallel
+    // dimension): data rank d = dp index x fsdp + fsdp index (the same TP coordinate) belongs to EP group
+    // d / ep as EP rank d % ep, which owns experts [(d % ep) x E/ep, (d % ep + 1) x E/ep). 1: none.
+    int ep;
 } pt_mesh;
 
 // The layout of `world` ranks from the flags, 0 for an unset one, as train runs it: tp and fsdp default to 1;
@@ -56,12 +60,16 @@ typedef struct {
     int unit;                      // qwen3 parameter unit (model/qwen3.h)
     int tp_replicated;             // the same values on every TP rank (norms)
     int tp_partial_grad;           // and each TP rank sees only its heads' gradient (q_norm, k_norm)
+    int ep_expert;                 // an expert's tensor under EP: whole (TP-local) on its owner, absent elsewhere,
+                                   // stored after every unit's shards (not FSDP-sharded, never gathered)
     int decays;
 } pt_plan_tensor;
 
 typedef struct {
     qwen3_config global, local;    // local: this TP rank's shapes (heads, intermediate, vocab)
     int tp, tp_rank, fsdp, fsdp_rank;
+    int ep, ep_rank;               // expert parallelism (1, 0: none)
+    size_t expert_offset;          // ep > 1: where the owned experts' tensors start in the shard buffers
     int vocab_start;
     int nt;
     pt_plan_tensor *t;
@@ -73,6 +81,11 @@ typedef struct {
 } pt_plan;
 
 int pt_plan_build(pt_plan *p, const qwen3_config *global, int tp, int tp_rank, int fsdp, int fsdp_rank);
+// The same with expert parallelism: EP rank ep_rank of ep owns its experts' tensors whole.
+int pt_plan_build_ep(pt_plan *p, const qwen3_config *global, int tp, int tp_rank, int fsdp, int fsdp_rank, int ep,
+                     int ep_rank);
+// Whether the model holds no parameters and units are gathered (fsdp > 1, or expert parallelism).
+int pt_plan_sharded(const pt_plan *p);
 void pt_plan_free(pt_plan *p);
 // The local config of TP rank r (vocab rows start at *vocab_start).
 int pt_plan_local_config(const qwen3_config *g, int tp, int r, qwen3_config *local, int *vocab_start);

@@ -15,6 +15,11 @@ struct pt_parallel {
     pt_mesh mesh;
     int world, rank, coord[3];
     pt_comm *world_c, *tp_c, *fsdp_c, *dp_c, *data_c;
+    // expert parallelism (mesh.ep > 1): this rank's EP group, and the data ranks that own the same experts
+    // (their gradients are summed there instead of over dp)
+    pt_comm *ep_c, *rep_c;
+    int ep_rank;
+    bool sharded;           // the model holds no parameters; units are gathered (pt_plan_sharded)
     // NCCL twins of tp_c, fsdp_c, dp_c (NULL: that group's collectives go through the host)
     pt_devcomm *tp_d, *fsdp_d, *dp_d;
     pt_backend *be;
@@ -137,7 +142,7 @@ static void restage(pt_parallel *P, int unit, real_t *slot, bool to_staging) {
     const size_t uo = pl->unit_shard_off[unit], un = pl->unit_shard_cnt[unit], mo = pl->unit_model_off[unit];
     for (int i = 0; i < pl->nt; i++) {
         const pt_plan_tensor *t = &pl->t[i];
-        if (t->unit != unit) continue;
+        if (t->unit != unit || t->ep_expert) continue;
         for (int f = 0; f < P->mesh.fsdp; f++) {
             const int64_t r0 = PT_MIN(t->lshape[0], t->chunk * f), r1 = PT_MIN(t->lshape[0], r0 + t->chunk);
             if (r1 <= r0) continue;
@@ -147,6 +152,18 @@ static void restage(pt_parallel *P, int unit, real_t *slot, bool to_staging) {
             if (to_staging) be->ops->copy(be, shard, rows, bytes);
             else be->ops->copy(be, rows, shard, bytes);
         }
+    }
+}
+
+// Binds unit u's views to a slot; under EP its experts' tensors point at this rank's own shards (the experts
+// of other EP ranks at nothing: this rank never runs them).
+static void bind_unit(pt_parallel *P, int unit, real_t *slot_p, real_t *slot_g) {
+    qwen3_bind_unit(&P->m, unit, slot_p, slot_g);
+    for (int i = 0; i < P->plan.nt; i++) {
+        const pt_plan_tensor *t = &P->plan.t[i];
+        if (t->unit != unit || !t->ep_expert) continue;
+        P->m.tparams[i] = t->sshape[0] ? P->p + t->shard_offset : NULL;
+        P->m.tgrads[i] = t->sshape[0] ? P->g + t->shard_offset : NULL;
     }
 }
 
@@ -161,7 +178,7 @@ static void hook_gather(void *ctx, qwen3_model *m, int unit) {
         dev_allgather(P, P->fsdp_c, P->p + uo, P->staging, un);
         restage(P, unit, P->slot_p[s], false);
     }
-    qwen3_bind_unit(m, unit, P->slot_p[s], P->slot_g[s]);
+    bind_unit(P, unit, P->slot_p[s], P->slot_g[s]);
     P->resident[s] = unit;
 }
 
@@ -193,6 +210,20 @@ static void hook_grads_ready(void *ctx, qwen3_model *m, int unit) {
 static void hook_tp_allreduce(void *ctx, real_t *x, size_t n) {
     pt_parallel *P = ctx;
     dev_allreduce(P, P->tp_c, x, n);
+}
+
+// Rank-ordered double sums (pt_comm_sum_f64: the same bits on every rank) of the MoE block's small vectors.
+static void sum_f64_inplace(pt_comm *c, double *x, int n) {
+    double *out = pt_malloc(sizeof(double) * (size_t)n);
+    pt_comm_sum_f64(c, x, out, n);
+    memcpy(x, out, sizeof(double) * (size_t)n);
+    free(out);
+}
+static void hook_moe_data_sum(void *ctx, double *x, int n) { sum_f64_inplace(((pt_parallel *)ctx)->data_c, x, n); }
+static void hook_tp_sum_f64(void *ctx, double *x, int n) { sum_f64_inplace(((pt_parallel *)ctx)->tp_c, x, n); }
+static void hook_ep_alltoallv(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                              const size_t *recv_bytes) {
+    pt_comm_alltoallv(((pt_parallel *)ctx)->ep_c, send, send_bytes, recv, recv_bytes);
 }
 
 // The TP cross-entropy's buffers, sized for P->xent_n rows.
@@ -313,6 +344,10 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
     P->fsdp_c = pt_comm_split(world, tpi + T * di, fi);
     P->dp_c = pt_comm_split(world, tpi + T * fi, di);
     P->data_c = pt_comm_split(world, tpi, di * F + fi);
+    const int EP = PT_MAX(1, mesh->ep), d = di * F + fi;
+    P->ep_rank = d % EP;
+    P->ep_c = pt_comm_split(world, tpi + T * (d / EP), P->ep_rank);
+    P->rep_c = pt_comm_split(world, tpi + T * P->ep_rank, d / EP);
     // Every rank creates the device communicators in the same order (each call is collective over its group).
     P->tp_d = pt_devcomm_create(P->tp_c, be);
     P->fsdp_d = pt_devcomm_create(P->fsdp_c, be);
@@ -320,16 +355,19 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
     if (P->rank == 0 && (P->tp_d || P->fsdp_d || P->dp_d))
         pt_info("device collectives: %s for%s%s%s (the other groups, if any, through the host)", pt_devcomm_version(),
                 P->tp_d ? " tp" : "", P->fsdp_d ? " fsdp" : "", P->dp_d ? " dp" : "");
-    if (pt_plan_build(&P->plan, global, T, tpi, F, fi) != 0) {
+    if (pt_plan_build_ep(&P->plan, global, T, tpi, F, fi, EP, P->ep_rank) != 0) {
         pt_parallel_free(P);
         return NULL;
     }
     const pt_plan *pl = &P->plan;
     P->hooks = (qwen3_parallel){.tp_size = T, .tp_rank = tpi, .vocab_start = pl->vocab_start,
                                 .vocab_global = global->vocab_size, .ctx = P, .tp_allreduce = hook_tp_allreduce,
-                                .tp_lm_head_xent = hook_tp_xent};
+                                .tp_lm_head_xent = hook_tp_xent, .moe_data_sum = hook_moe_data_sum,
+                                .tp_sum_f64 = hook_tp_sum_f64, .ep_size = EP, .ep_rank = P->ep_rank,
+                                .ep_alltoallv = hook_ep_alltoallv};
     for (int s = 0; s < SLOTS; s++) P->resident[s] = -1;
-    if (F == 1) {
+    P->sharded = pt_plan_sharded(pl);
+    if (!P->sharded) {
         if (qwen3_create(&P->m, &pl->local, be) != 0) {
             pt_parallel_free(P);
             return NULL;
@@ -358,7 +396,7 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
         // Views start on the slots; every gather rebinds its unit.
         for (int u = 0; u < pl->nunits; u++) {
             const int s = slot_of(P, u);
-            qwen3_bind_unit(&P->m, u, P->slot_p[s], P->slot_g[s]);
+            bind_unit(P, u, P->slot_p[s], P->slot_g[s]);
         }
     }
     P->mo = be->ops->alloc(be, sizeof(real_t) * pl->shard_numel);
@@ -370,7 +408,7 @@ pt_parallel *pt_parallel_create(pt_comm *world, const pt_mesh *mesh, const qwen3
 void pt_parallel_free(pt_parallel *P) {
     if (!P) return;
     pt_backend *be = P->be;
-    if (P->mesh.fsdp > 1) {
+    if (P->sharded) {
         if (P->p) be->ops->free(be, P->p);
         if (P->g) be->ops->free(be, P->g);
         for (int s = 0; s < SLOTS; s++) {
@@ -395,6 +433,8 @@ void pt_parallel_free(pt_parallel *P) {
     pt_comm_free(P->fsdp_c);
     pt_comm_free(P->dp_c);
     pt_comm_free(P->data_c);
+    pt_comm_free(P->ep_c);
+    pt_comm_free(P->rep_c);
     free(P);
 }
 
@@ -454,18 +494,24 @@ void pt_parallel_load_done(pt_parallel *P) {
 void pt_parallel_zero_grads(pt_parallel *P) { P->be->ops->zero(P->be, P->g, sizeof(real_t) * P->plan.shard_numel); }
 
 void pt_parallel_finish_grads(pt_parallel *P) {
-    if (P->mesh.fsdp == 1 && P->mesh.tp > 1)
+    if (!P->sharded && P->mesh.tp > 1)
         for (int i = 0; i < P->plan.nt; i++) {
             const pt_plan_tensor *t = &P->plan.t[i];
             if (t->tp_partial_grad)
                 dev_allreduce(P, P->tp_c, P->g + t->shard_offset, (size_t)t->lshape[0] * t->lshape[1]);
         }
-    if (P->mesh.dp > 1) dev_allreduce(P, P->dp_c, P->g, P->plan.shard_numel);
+    // Under EP the experts' tensors (after every unit's shards) are summed over the data ranks that own the
+    // same experts; the rest over dp as usual.
+    const size_t shared = P->plan.ep > 1 ? P->plan.expert_offset : P->plan.shard_numel;
+    if (P->mesh.dp > 1) dev_allreduce(P, P->dp_c, P->g, shared);
+    if (P->plan.ep > 1 && pt_comm_size(P->rep_c) > 1)
+        dev_allreduce(P, P->rep_c, P->g + shared, P->plan.shard_numel - shared);
 }
 
 // Whether this rank's copy of tensor t counts in global sums (replicas once).
 static int counts_once(const pt_parallel *P, const pt_plan_tensor *t) {
-    return (!t->tp_replicated || P->coord[PT_DIM_TP] == 0) && P->coord[PT_DIM_DP] == 0 && t->sshape[0] > 0;
+    const int first_replica = t->ep_expert ? pt_comm_rank(P->rep_c) == 0 : P->coord[PT_DIM_DP] == 0;
+    return (!t->tp_replicated || P->coord[PT_DIM_TP] == 0) && first_replica && t->sshape[0] > 0;
 }
 
 static double global_sum_squares(pt_parallel *P, const real_t *buf) {

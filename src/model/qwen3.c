@@ -40,7 +40,10 @@ static void bind_views(qwen3_model *m, real_t *base, real_t **embed, real_t **fi
             else if (!strcmp(t->name, "lm_head.weight")) *lm_head = p;
             continue;
         }
-        if (t->kind >= P_LAYER_COUNT) continue;  // MoE tensors: the block finds them by offset (qwen3_moe.c)
+        if (t->kind >= P_LAYER_COUNT) {  // MoE tensors: per-tensor views (qwen3_moe.c)
+            (layers == m->dlayers ? m->tgrads : m->tparams)[i] = p;
+            continue;
+        }
         qwen3_layer_params *L = &layers[t->layer];
         real_t **slot[P_LAYER_COUNT] = {&L->input_norm, &L->q, &L->k, &L->v, &L->o, &L->q_norm,
                                         &L->k_norm, &L->post_norm, &L->gate, &L->up, &L->down};
@@ -97,6 +100,8 @@ static int create(qwen3_model *m, const qwen3_config *cfg, pt_backend *be, int a
     if (!cfg->tie_word_embeddings) add_tensor(m, &cap, "lm_head.weight", 2, cfg->vocab_size, C, -1, -1);
     m->layers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
     m->dlayers = pt_calloc(cfg->num_hidden_layers, sizeof(qwen3_layer_params));
+    m->tparams = pt_calloc(m->num_tensors, sizeof(real_t *));
+    m->tgrads = pt_calloc(m->num_tensors, sizeof(real_t *));
     if (alloc_params) {
         m->params = be->ops->alloc(be, sizeof(real_t) * m->num_params);
         bind_views(m, m->params, &m->embed, &m->final_norm, &m->lm_head, m->layers);
@@ -220,7 +225,7 @@ void qwen3_bind_unit(qwen3_model *m, int unit, real_t *params_base, real_t *grad
             if (!base) continue;
             real_t *p = base + (t->offset - off);
             if (t->layer >= 0 && t->kind >= P_LAYER_COUNT) {
-                continue;
+                (g ? m->tgrads : m->tparams)[i] = p;
             } else if (t->layer >= 0) {
                 qwen3_layer_params *L = g ? &m->dlayers[t->layer] : &m->layers[t->layer];
                 real_t **slot[P_LAYER_COUNT] = {&L->input_norm, &L->q, &L->k, &L->v, &L->o, &L->q_norm,
@@ -284,6 +289,8 @@ void qwen3_free(qwen3_model *m) {
     free(m->tensors);
     free(m->layers);
     free(m->dlayers);
+    free(m->tparams);
+    free(m->tgrads);
     memset(m, 0, sizeof *m);
 }
 
@@ -542,6 +549,7 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
     if (m->moe && qwen3_layer_is_sparse(c, l)) {
         if (for_backward) return;  // the sparse block keeps its own activations
         qwen3_moe_forward(m, l, a->ln2, res_out, N);
+        tp_allreduce(m, res_out, (size_t)N * C);  // the experts' down_proj is row-parallel
         be->ops->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
         return;
     }
@@ -635,10 +643,6 @@ static int upload_positions(qwen3_model *m, int B, int T) {
 static int prepare(qwen3_model *m, const int32_t *ids, const int32_t *targets, int B, int T, int *num_targets) {
     const size_t N = (size_t)B * T;
     if (check_ids(m, ids, targets, N) != 0) return -1;
-    if (m->moe && m->par) {
-        pt_set_error("Qwen3-MoE models (model_type qwen3_moe) run on one process only (no TP, FSDP or DP yet)");
-        return -1;
-    }
     if (qwen3_alloc_activations(m, B, T) != 0) return -1;
     if (upload_positions(m, B, T) != 0) return -1;
     refresh_working_weights(m);

@@ -74,6 +74,18 @@ typedef struct qwen3_parallel {
                             const real_t *w, const int32_t *targets, int N, int C, int V, float scale);
     void (*gather)(void *ctx, qwen3_model *m, int unit);
     void (*grads_ready)(void *ctx, qwen3_model *m, int unit);
+    // Qwen3-MoE. moe_data_sum: in-place sums of n doubles over the data ranks (fsdp x dp with this TP
+    // coordinate), in rank order, so that the load-balancing loss is that of the GLOBAL micro-batch (the
+    // routed counts, the probability sums and the tokens). tp_sum_f64: the same over the TP group (the
+    // routing-weight gradient dy . eout of the TP-partial expert outputs). NULL: no such group.
+    void (*moe_data_sum)(void *ctx, double *x, int n);
+    void (*tp_sum_f64)(void *ctx, double *x, int n);
+    // Expert parallelism (ep_size > 1): EP rank ep_rank owns experts [ep_rank x E/ep_size, ... + E/ep_size)
+    // (the views of the others are NULL); ep_alltoallv exchanges bytes within the EP group (block r of send
+    // to rank r, rank r's block for this rank at block r of recv).
+    int ep_size, ep_rank;
+    void (*ep_alltoallv)(void *ctx, const void *send, const size_t *send_bytes, void *recv,
+                         const size_t *recv_bytes);
 } qwen3_parallel;
 
 struct qwen3_model {
@@ -124,6 +136,9 @@ struct qwen3_model {
     int wparams_stale;
     // Qwen3-MoE: the sparse blocks' routing and activations (model/qwen3_moe.h); NULL for a dense model.
     struct qwen3_moe *moe;
+    // [num_tensors]: the views of the MoE tensors (router, experts), set like the per-layer views above
+    // (bind_views, qwen3_bind_unit); NULL for the others.
+    real_t **tparams, **tgrads;
 };
 
 // "fp32" (default) or "bf16": bf16 weights and activations where Hugging

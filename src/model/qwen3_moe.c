@@ -15,16 +15,21 @@ typedef struct {
     int32_t *start;               // host [E+1]
     real_t *logits;               // backend [N,E]
     real_t *xg, *gate, *up, *act, *eout;  // backend [N*K,C], [N*K,I] x3, [N*K,C] (eout: before the weight)
+    // expert parallelism: xg/gate/up/act hold the rows this rank's experts received (up to ep x N*K);
+    // ep_cnt[p x El + j]: rows from EP rank p for local expert j; ep_start[El+1]: local expert j's rows
+    int32_t *ep_cnt, *ep_start;
 } moe_layer;
 
 struct qwen3_moe {
     moe_layer *layers;  // [L]; router < 0 for dense layers
     int cap_N;          // tokens the buffers hold
     double aux;         // the last forward's load-balancing loss
+    double aux_tokens;  // the tokens it is over: the global micro-batch's (every data rank's)
     double *frac;       // host [E]: fraction of routed slots per expert over all sparse layers (aux's f_e)
     // shared scratch: host rows, backend gradients of the gathered rows
     real_t *h_rows, *h_rows2, *h_tok, *h_dlogits;
     real_t *d_eout, *d_act, *d_gate, *d_up, *d_xg, *d_logits;
+    float *ep_h1, *ep_h2;  // expert parallelism: host rows in transit [ep x N*K, C] each
 };
 
 int qwen3_moe_create(qwen3_model *m) {
@@ -45,6 +50,7 @@ static void free_buffers(qwen3_model *m) {
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         moe_layer *y = &s->layers[l];
         free(y->probs); free(y->sel); free(y->topw); free(y->row_token); free(y->row_slot); free(y->start);
+        free(y->ep_cnt); free(y->ep_start);
         real_t *dev[] = {y->logits, y->xg, y->gate, y->up, y->act, y->eout};
         for (size_t i = 0; i < PT_ARRAY_LEN(dev); i++)
             if (dev[i]) be->ops->free(be, dev[i]);
@@ -53,6 +59,8 @@ static void free_buffers(qwen3_model *m) {
         y->router = router;
     }
     free(s->h_rows); free(s->h_rows2); free(s->h_tok); free(s->h_dlogits);
+    free(s->ep_h1); free(s->ep_h2);
+    s->ep_h1 = s->ep_h2 = NULL;
     real_t *dev[] = {s->d_eout, s->d_act, s->d_gate, s->d_up, s->d_xg, s->d_logits};
     for (size_t i = 0; i < PT_ARRAY_LEN(dev); i++)
         if (dev[i]) be->ops->free(be, dev[i]);
@@ -70,13 +78,17 @@ void qwen3_moe_free(qwen3_model *m) {
     m->moe = NULL;
 }
 
+// Expert parallelism: the EP group's size (1: none).
+static int ep_size(const qwen3_model *m) { return m->par && m->par->ep_size > 1 ? m->par->ep_size : 1; }
+
 static void ensure_buffers(qwen3_model *m, int N) {
     qwen3_moe *s = m->moe;
     if (N <= s->cap_N) return;
     free_buffers(m);
     pt_backend *be = m->be;
+    // under EP a rank's experts may receive the rows of every rank of its group
     const size_t E = m->cfg.num_experts, K = m->cfg.num_experts_per_tok, C = m->cfg.hidden_size,
-                 I = m->cfg.moe_intermediate_size, R = (size_t)N * K;
+                 I = m->cfg.moe_intermediate_size, R = (size_t)N * K * ep_size(m);
     const size_t F = sizeof(real_t);
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         moe_layer *y = &s->layers[l];
@@ -93,6 +105,14 @@ static void ensure_buffers(qwen3_model *m, int N) {
         y->up = be->ops->alloc(be, F * R * I);
         y->act = be->ops->alloc(be, F * R * I);
         y->eout = be->ops->alloc(be, F * R * C);
+        if (ep_size(m) > 1) {
+            y->ep_cnt = pt_malloc(sizeof(int32_t) * E);
+            y->ep_start = pt_malloc(sizeof(int32_t) * (E + 1));
+        }
+    }
+    if (ep_size(m) > 1) {
+        s->ep_h1 = pt_malloc(sizeof(float) * R * C);
+        s->ep_h2 = pt_malloc(sizeof(float) * R * C);
     }
     const size_t rows = R > (size_t)N ? R : (size_t)N;
     s->h_rows = pt_malloc(F * rows * C);
@@ -108,8 +128,9 @@ static void ensure_buffers(qwen3_model *m, int N) {
     s->cap_N = N;
 }
 
-static real_t *param(const qwen3_model *m, int tensor) { return m->params + m->tensors[tensor].offset; }
-static real_t *grad(const qwen3_model *m, int tensor) { return m->grads + m->tensors[tensor].offset; }
+// The tensor's views: the model's own buffers, or the ones a parallel runtime bound (qwen3_bind_unit).
+static real_t *param(const qwen3_model *m, int tensor) { return m->tparams[tensor]; }
+static real_t *grad(const qwen3_model *m, int tensor) { return m->tgrads[tensor]; }
 
 // Softmax over each row of logits (fp32 in HF: torch.softmax(dtype=float)), then the top K by decreasing
 // probability, ties to the lower expert index, and the weights (renormalised with norm_topk_prob).
@@ -157,10 +178,101 @@ static void group_rows(const qwen3_config *c, moe_layer *y, int N) {
     free(next);
 }
 
+// Each expert's SwiGLU MLP on its rows: expert e0 + j owns rows [start[j], start[j + 1]) of the layer's
+// xg/gate/up/act and of eout.
+static void experts_forward(qwen3_model *m, const moe_layer *y, const int32_t *start, int e0, int ne, real_t *eout) {
+    pt_backend *be = m->be;
+    const int C = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
+    for (int j = 0; j < ne; j++) {
+        const int r0 = start[j], n = start[j + 1] - r0;
+        if (n == 0) continue;
+        const int w = y->router + 1 + 3 * (e0 + j);
+        be->ops->matmul_forward(be, y->gate + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w), n, C, I);
+        be->ops->matmul_forward(be, y->up + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w + 1), n, C, I);
+        be->ops->swiglu_forward(be, y->act + (size_t)r0 * I, y->gate + (size_t)r0 * I, y->up + (size_t)r0 * I,
+                                (size_t)n * I);
+        be->ops->matmul_forward(be, eout + (size_t)r0 * C, y->act + (size_t)r0 * I, param(m, w + 2), n, I, C);
+    }
+}
+
+// ---------------------------------------------------------------- expert parallelism
+// EP rank q owns experts [q x El, (q + 1) x El). A rank's rows are grouped by expert ascending, so its rows
+// for rank q are one block, [start[q x El], start[(q + 1) x El]); they arrive source-major (EP rank p's rows
+// for local expert 0, 1, ..., then rank p + 1's) and are reordered expert-major (local expert j: rank 0's
+// rows, rank 1's, ...: the group's tokens in global order, as one process would hold them), computed, and
+// sent back the same way. The data move through the host (the communicator's buffers are host memory).
+
+// Rows between source-major (p, j) and expert-major (j, p) order; cnt[p x El + j] rows per block.
+static void ep_reorder(const int32_t *cnt, int P, int El, const float *src, float *dst, size_t C, int to_expert) {
+    size_t off_e = 0;
+    for (int j = 0; j < El; j++)
+        for (int p = 0; p < P; p++) {
+            size_t off_s = 0;  // block (p, j) in source-major order
+            for (int q = 0; q < p; q++)
+                for (int k = 0; k < El; k++) off_s += (size_t)cnt[q * El + k];
+            for (int k = 0; k < j; k++) off_s += (size_t)cnt[p * El + k];
+            const size_t n = (size_t)cnt[p * El + j] * C;
+            if (to_expert) memcpy(dst + off_e * C, src + off_s * C, sizeof(float) * n);
+            else memcpy(dst + off_s * C, src + off_e * C, sizeof(float) * n);
+            off_e += (size_t)cnt[p * El + j];
+        }
+}
+
+// Rows (C floats each) between the token side and the expert side of the EP group. dispatch: this rank's R
+// rows in `tok` (backend, grouped by expert) -> the rows of its experts, expert-major, into `exp` (backend).
+// !dispatch: back (the expert side's rows -> the token side's, in the order they were sent).
+static void ep_exchange(qwen3_model *m, const moe_layer *y, real_t *tok, real_t *exp, int R, int dispatch) {
+    pt_backend *be = m->be;
+    const int P = ep_size(m), El = m->cfg.num_experts / P;
+    const size_t C = m->cfg.hidden_size, F = sizeof(float);
+    size_t sb[P], rb[P], mine = 0;
+    for (int p = 0; p < P; p++) {
+        size_t got = 0;
+        for (int j = 0; j < El; j++) got += (size_t)y->ep_cnt[p * El + j];
+        mine += got;
+        const size_t sent = (size_t)(y->start[(p + 1) * El] - y->start[p * El]);
+        sb[p] = (dispatch ? sent : got) * C * F;
+        rb[p] = (dispatch ? got : sent) * C * F;
+    }
+    float *h1 = m->moe->ep_h1, *h2 = m->moe->ep_h2;
+    if (dispatch) {
+        be->ops->download(be, h1, tok, F * (size_t)R * C);
+        m->par->ep_alltoallv(m->par->ctx, h1, sb, h2, rb);
+        ep_reorder(y->ep_cnt, P, El, h2, h1, C, 1);
+        be->ops->upload(be, exp, h1, F * mine * C);
+    } else {
+        be->ops->download(be, h1, exp, F * mine * C);
+        ep_reorder(y->ep_cnt, P, El, h1, h2, C, 0);
+        m->par->ep_alltoallv(m->par->ctx, h2, sb, h1, rb);
+        be->ops->upload(be, tok, h1, F * (size_t)R * C);
+    }
+}
+
+// Forward under EP: the row counts per (EP rank, expert), the gathered rows y->xg to their experts' ranks,
+// this rank's experts on them, and their outputs back into y->eout (the token side's rows).
+static void ep_experts_forward(qwen3_model *m, moe_layer *y, int N) {
+    const int P = ep_size(m), El = m->cfg.num_experts / P, e0 = m->par->ep_rank * El;
+    int32_t cnt[m->cfg.num_experts];
+    for (int e = 0; e < m->cfg.num_experts; e++) cnt[e] = y->start[e + 1] - y->start[e];
+    size_t cb[P];
+    for (int p = 0; p < P; p++) cb[p] = sizeof(int32_t) * El;
+    m->par->ep_alltoallv(m->par->ctx, cnt, cb, y->ep_cnt, cb);
+    y->ep_start[0] = 0;
+    for (int j = 0; j < El; j++) {
+        int32_t n = 0;
+        for (int p = 0; p < P; p++) n += y->ep_cnt[p * El + j];
+        y->ep_start[j + 1] = y->ep_start[j] + n;
+    }
+    const int R = N * m->cfg.num_experts_per_tok;
+    ep_exchange(m, y, y->xg, y->xg, R, 1);  // (the token side's rows are downloaded before the upload)
+    experts_forward(m, y, y->ep_start, e0, El, m->moe->d_eout);
+    ep_exchange(m, y, y->eout, m->moe->d_eout, R, 0);
+}
+
 int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N) {
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
-    const int E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size, I = c->moe_intermediate_size;
+    const int E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size;
     const size_t R = (size_t)N * K, F = sizeof(real_t);
     ensure_buffers(m, N);
     qwen3_moe *s = m->moe;
@@ -173,16 +285,8 @@ int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N
     be->ops->download(be, s->h_tok, x, F * N * C);
     for (size_t r = 0; r < R; r++) memcpy(s->h_rows + r * C, s->h_tok + (size_t)y->row_token[r] * C, F * C);
     be->ops->upload(be, y->xg, s->h_rows, F * R * C);
-    for (int e = 0; e < E; e++) {
-        const int r0 = y->start[e], n = y->start[e + 1] - r0;
-        if (n == 0) continue;
-        const int w = y->router + 1 + 3 * e;
-        be->ops->matmul_forward(be, y->gate + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w), n, C, I);
-        be->ops->matmul_forward(be, y->up + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w + 1), n, C, I);
-        be->ops->swiglu_forward(be, y->act + (size_t)r0 * I, y->gate + (size_t)r0 * I, y->up + (size_t)r0 * I,
-                                (size_t)n * I);
-        be->ops->matmul_forward(be, y->eout + (size_t)r0 * C, y->act + (size_t)r0 * I, param(m, w + 2), n, I, C);
-    }
+    if (ep_size(m) > 1) ep_experts_forward(m, y, N);
+    else experts_forward(m, y, y->start, 0, E, y->eout);
     // combine: out[t] = sum over the experts hit, ascending, of weight x expert output (HF: index_add_ of
     // current_hidden_states * top_k_weights into zeros)
     be->ops->download(be, s->h_rows, y->eout, F * R * C);
@@ -199,6 +303,22 @@ int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N
     }
     be->ops->upload(be, out, s->h_tok, F * N * C);
     return 0;
+}
+
+// Under data parallelism the loss is HF's over the global micro-batch: the routed counts, the probability
+// sums and the token count of every data rank, summed in rank order (the same on every rank).
+static void global_stats(const qwen3_model *m, double *counts, double *psum, double *tokens) {
+    if (!m->par || !m->par->moe_data_sum) return;
+    const int E = m->cfg.num_experts;
+    double *buf = pt_malloc(sizeof(double) * (2 * (size_t)E + 1));
+    memcpy(buf, counts, sizeof(double) * E);
+    memcpy(buf + E, psum, sizeof(double) * E);
+    buf[2 * E] = *tokens;
+    m->par->moe_data_sum(m->par->ctx, buf, 2 * E + 1);
+    memcpy(counts, buf, sizeof(double) * E);
+    memcpy(psum, buf + E, sizeof(double) * E);
+    *tokens = buf[2 * E];
+    free(buf);
 }
 
 void qwen3_moe_finish_forward(qwen3_model *m, int N) {
@@ -220,7 +340,9 @@ void qwen3_moe_finish_forward(qwen3_model *m, int N) {
         for (int n = 0; n < N; n++)
             for (int e = 0; e < E; e++) psum[e] += y->probs[(size_t)n * E + e];
     }
-    const double rows = (double)layers * N;
+    s->aux_tokens = N;
+    global_stats(m, s->frac, psum, &s->aux_tokens);
+    const double rows = (double)layers * s->aux_tokens;
     for (int e = 0; e < E && layers; e++) {
         s->frac[e] /= rows;
         s->aux += s->frac[e] * (psum[e] / rows);
@@ -259,15 +381,16 @@ static void route_backward(const qwen3_model *m, const moe_layer *y, int n, cons
 }
 
 // Through each expert's MLP: d(eout) rows in s->d_eout -> d(xg) rows in s->d_xg; weight gradients accumulate.
-static void experts_backward(qwen3_model *m, const moe_layer *y) {
+// Expert e0 + j owns rows [start[j], start[j + 1]).
+static void experts_backward(qwen3_model *m, const moe_layer *y, const int32_t *start, int e0, int ne) {
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
-    const int E = c->num_experts, C = c->hidden_size, I = c->moe_intermediate_size;
+    const int C = c->hidden_size, I = c->moe_intermediate_size;
     qwen3_moe *s = m->moe;
-    for (int e = 0; e < E; e++) {
-        const int r0 = y->start[e], n = y->start[e + 1] - r0;
+    for (int j = 0; j < ne; j++) {
+        const int r0 = start[j], n = start[j + 1] - r0;
         if (n == 0) continue;
-        const int w = y->router + 1 + 3 * e;
+        const int w = y->router + 1 + 3 * (e0 + j);
         real_t *dact = s->d_act + (size_t)r0 * I, *dg = s->d_gate + (size_t)r0 * I, *du = s->d_up + (size_t)r0 * I;
         real_t *dxg = s->d_xg + (size_t)r0 * C;
         const real_t *xg = y->xg + (size_t)r0 * C;
@@ -279,6 +402,27 @@ static void experts_backward(qwen3_model *m, const moe_layer *y) {
         be->ops->matmul_backward(be, dxg, grad(m, w), dg, xg, param(m, w), n, C, I);
         be->ops->matmul_backward(be, dxg, grad(m, w + 1), du, xg, param(m, w + 1), n, C, I);
     }
+}
+
+// Tensor parallel: each rank holds its columns of every expert's intermediate, so its expert outputs are
+// partial sums. d(routing weight) = dy . eout is linear in eout: the TP sum of the ranks' partial dots is the
+// full one, the same on every rank, so each rank's (replicated) router gets the whole gradient.
+static void tp_sum_dw(const qwen3_model *m, double *dw, size_t R) {
+    if (m->par && m->par->tp_size > 1) m->par->tp_sum_f64(m->par->ctx, dw, (int)R);
+}
+// ... and d(x) through the column-parallel gate/up is partial too; summed before the router's (full) term.
+static void tp_sum_dx(const qwen3_model *m, real_t *dx, size_t n) {
+    if (m->par && m->par->tp_size > 1) m->par->tp_allreduce(m->par->ctx, dx, n);
+}
+
+// Backward under EP: d(eout) rows (s->d_eout) to the experts' ranks, through this rank's experts (their
+// gradients accumulate here), and d(xg) back into s->d_xg.
+static void ep_experts_backward(qwen3_model *m, const moe_layer *y, int N) {
+    const int P = ep_size(m), El = m->cfg.num_experts / P, R = N * m->cfg.num_experts_per_tok;
+    qwen3_moe *s = m->moe;
+    ep_exchange(m, y, s->d_eout, s->d_eout, R, 1);
+    experts_backward(m, y, y->ep_start, m->par->ep_rank * El, El);
+    ep_exchange(m, y, s->d_xg, s->d_xg, R, 0);
 }
 
 void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, const real_t *x, int N,
@@ -305,8 +449,10 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
         }
         dw[(size_t)t * K + y->row_slot[r]] = acc;
     }
+    tp_sum_dw(m, dw, R);
     be->ops->upload(be, s->d_eout, s->h_rows, F * R * C);
-    experts_backward(m, y);
+    if (ep_size(m) > 1) ep_experts_backward(m, y, N);
+    else experts_backward(m, y, y->start, 0, E);
     // scatter d(xg) back to the tokens, experts ascending
     be->ops->download(be, s->h_rows, s->d_xg, F * R * C);
     memset(s->h_tok, 0, F * N * C);
@@ -316,11 +462,12 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
         for (int i = 0; i < C; i++) d[i] += v[i];
     }
     be->ops->upload(be, dx, s->h_tok, F * N * C);
+    tp_sum_dx(m, dx, (size_t)N * C);
     // the router: d(logits) from d(weights) and the aux loss, then dx += d(logits) @ W_router
     int layers = 0;
     for (int i = 0; i < c->num_hidden_layers; i++) layers += s->layers[i].router >= 0;
     const double aux_w = c->output_router_logits
-                             ? c->router_aux_loss_coef * aux_scale * E / ((double)layers * N) : 0;
+                             ? c->router_aux_loss_coef * aux_scale * E / ((double)layers * s->aux_tokens) : 0;
     for (int n = 0; n < N; n++) route_backward(m, y, n, dw + (size_t)n * K, aux_w, N, s->h_dlogits);
     free(dw);
     be->ops->upload(be, s->d_logits, s->h_dlogits, F * (size_t)N * E);

@@ -419,6 +419,10 @@ const pt_train_flag pt_train_flags[] = {
              "per device: the global batch is batch x accumulation x fsdp x dp"},
     {"--fsdp", "fsdp", PT_FLAG_INT, OFF(fsdp), .min = 1, .max = 65536},
     {"--dp", "dp", PT_FLAG_INT, OFF(dp), .min = 1, .max = 65536},
+    {"--ep", "ep", PT_FLAG_INT, OFF(ep), .min = 1, .max = 65536, .usage = "--ep N",
+     .help = "Qwen3-MoE expert parallel degree, borrowed from the data ranks\n"
+             "(fsdp x dp, same tp coordinate): each of N ranks owns\n"
+             "num_experts/N experts, tokens travel by all-to-all"},
     {"--mesh-order", "mesh_order", PT_FLAG_STRING, OFF(mesh_order), .usage = "--mesh-order LIST",
      .help = "rank placement, innermost dimension first (tp,fsdp,dp)"},
     {"--activation-checkpointing", "activation_checkpointing", PT_FLAG_STRING, OFF(activation_checkpointing),

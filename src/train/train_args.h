@@ -60,6 +60,7 @@ typedef struct {
     // Distribution (docs/DISTRIBUTED.md): 0 = derived (pt_mesh_resolve). Under an MPI launcher
     // with none given, plain data parallel over the world.
     int tp, fsdp, dp;
+    int ep;                   // Qwen3-MoE expert parallel degree, carved from the data ranks (0/1: none)
     const char *mesh_order;   // "tp,fsdp,dp" (innermost first, the default)
     const char *activation_checkpointing;  // none (default) | full | selective[:every=N] | op
     const char *precision;    // "fp32" (default) | "bf16" (qwen3_set_precision)

@@ -275,7 +275,8 @@ int pt_trainer_check_model(pt_trainer *t) {
 // job that cannot start.
 int pt_trainer_mesh(pt_trainer *t, pt_mesh *mesh) {
     const int W = pt_comm_size(t->world);
-    if (pt_mesh_resolve(W, t->a.tp, t->a.fsdp, t->a.dp, t->a.mesh_order, mesh) != 0 || pt_mesh_validate(mesh, W, &t->model.cfg) != 0) {
+    if (pt_mesh_resolve(W, t->a.tp, t->a.fsdp, t->a.dp, t->a.mesh_order, mesh) != 0 ||
+        (mesh->ep = t->a.ep > 0 ? t->a.ep : 1, pt_mesh_validate(mesh, W, &t->model.cfg) != 0)) {
         g_usage_error = 1;
         return -1;
     }
