@@ -20,6 +20,7 @@ typedef struct {
 struct qwen3_moe {
     moe_layer *layers;  // [L]; router < 0 for dense layers
     int cap_N;          // tokens the buffers hold
+    int last_N;         // tokens of the last forward
     double aux;         // the last forward's load-balancing loss
     double *frac;       // host [E]: fraction of routed slots per expert over all sparse layers (aux's f_e)
     // shared scratch: the host side of the row bookkeeping and of d(aux)/d(probs); backend gradients
@@ -156,6 +157,7 @@ int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N
     ensure_buffers(m, N);
     qwen3_moe *s = m->moe;
     moe_layer *y = &s->layers[l];
+    s->last_N = N;
     be->ops->matmul_forward(be, y->logits, x, param(m, y->router), N, C, E);
     be->ops->moe_route(be, y->b_probs, y->b_sel, y->b_topw, y->logits, N, E, K, c->norm_topk_prob);
     be->ops->download(be, y->sel, y->b_sel, sizeof(int32_t) * R);
@@ -212,6 +214,18 @@ int qwen3_moe_expert_load(const qwen3_model *m, int l, int *counts) {
     if (!m->moe || m->moe->layers[l].router < 0 || !m->moe->layers[l].start) return -1;
     const moe_layer *y = &m->moe->layers[l];
     for (int e = 0; e < m->cfg.num_experts; e++) counts[e] = y->start[e + 1] - y->start[e];
+    return 0;
+}
+
+int qwen3_moe_block_output(qwen3_model *m, int l, real_t *out) {
+    if (!m->moe || m->moe->layers[l].router < 0 || !m->moe->layers[l].start) return -1;
+    const moe_layer *y = &m->moe->layers[l];
+    pt_backend *be = m->be;
+    const int N = m->moe->last_N, K = m->cfg.num_experts_per_tok, C = m->cfg.hidden_size;
+    real_t *tmp = be->ops->alloc(be, sizeof(real_t) * (size_t)N * C);
+    be->ops->moe_combine(be, tmp, y->eout, y->b_topw, y->row_w, y->tok_rows, N, K, C);
+    be->ops->download(be, out, tmp, sizeof(real_t) * (size_t)N * C);
+    be->ops->free(be, tmp);
     return 0;
 }
 

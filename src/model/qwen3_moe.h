@@ -31,3 +31,6 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
 double qwen3_moe_aux_loss(const qwen3_model *m);
 // Tokens routed to each expert by sparse layer l in the last forward (counts[num_experts]); -1 if l is dense.
 int qwen3_moe_expert_load(const qwen3_model *m, int l, int *counts);
+// The block output of sparse layer l in the last forward (before the residual add), recombined from the kept
+// expert outputs (bitwise the forward's), into out[N,C] (host); -1 if l is dense or no forward ran.
+int qwen3_moe_block_output(qwen3_model *m, int l, real_t *out);
