@@ -110,6 +110,45 @@ typedef struct pt_backend_ops {
     void (*lm_head_xent)(pt_backend *be, double *loss_sum, real_t *dinp, real_t *dw, const real_t *inp,
                          const real_t *w, const int32_t *targets, int N, int C, int V, float scale);
 
+    // ---- mixture of experts (Qwen3-MoE's sparse block; src/model/qwen3_moe.c) ----
+    // N tokens, E experts, K experts per token, R = N*K routed rows. Every op
+    // is deterministic: each output is computed by one thread in the fixed
+    // order written here, so results never depend on the thread count or the
+    // schedule (no atomics). Index lists are backend memory, int32.
+    //
+    // Routing: probs[N,E] = softmax(logits) per row (fp32 as HF's
+    // softmax(dtype=float): the row maximum subtracted, exp in double rounded
+    // to fp32, the sum in fp32 in expert order); sel[N,K] = the K experts of
+    // highest probability by decreasing probability, an exact tie going to
+    // the LOWER expert index (torch.topk, sorted); topw[N,K] = their
+    // probabilities, divided by their sum (added in slot order) when norm.
+    void (*moe_route)(pt_backend *be, real_t *probs, int32_t *sel, real_t *topw, const real_t *logits, int N, int E,
+                      int K, bool norm);
+    // dlogits[N,E] OVERWRITTEN with d/d(logits) given dtopw[N,K] = d/d(topw)
+    // and, optional (NULL: none), dprob[E] = d/d(probs[n,e]) for every token n
+    // (the load-balancing loss is linear in the mean probabilities, so its
+    // gradient is the same for every token). dtopw and dprob are double, as
+    // is the per-token arithmetic; dlogits is rounded once.
+    void (*moe_route_backward)(pt_backend *be, real_t *dlogits, const double *dtopw, const double *dprob,
+                               const real_t *probs, const int32_t *sel, const real_t *topw, int N, int E, int K,
+                               bool norm);
+    // out[r,:] = inp[idx[r],:], r < R (rows of C)
+    void (*moe_gather)(pt_backend *be, real_t *out, const real_t *inp, const int32_t *idx, int R, int C);
+    // dinp[n,:] OVERWRITTEN = sum over k < K of drows[tok_rows[n*K+k],:],
+    // added from 0 in k order (tok_rows: each token's K rows, ascending).
+    void (*moe_gather_backward)(pt_backend *be, real_t *dinp, const real_t *drows, const int32_t *tok_rows, int N,
+                                int K, int C);
+    // out[n,:] OVERWRITTEN = sum over k < K, from 0 in k order, of
+    // w * rows[r,:] with r = tok_rows[n*K+k] and w = topw[row_w[r]] (row_w[r]
+    // = n*K + the top-k slot of row r); each product rounded before the add.
+    void (*moe_combine)(pt_backend *be, real_t *out, const real_t *rows, const real_t *topw, const int32_t *row_w,
+                        const int32_t *tok_rows, int N, int K, int C);
+    // Per row r (token n = row_w[r] / K): drows[r,:] OVERWRITTEN = w *
+    // dout[n,:]; dtopw[row_w[r]] OVERWRITTEN = dout[n,:] . rows[r,:]
+    // accumulated in double in column order.
+    void (*moe_combine_backward)(pt_backend *be, real_t *drows, double *dtopw, const real_t *dout, const real_t *rows,
+                                 const real_t *topw, const int32_t *row_w, int R, int K, int C);
+
     // ---- optimizer ----
     // sum of squares of g[0..n) into *out (host), in a fixed (deterministic) order
     void (*sum_squares)(pt_backend *be, double *out, const real_t *g, size_t n);

@@ -41,6 +41,7 @@
 #ifndef PT_NO_CPU_BACKEND
 #include "backend/backend.h"
 #include "backend/cpu_dnnl.h"
+#include "backend/moe_ref.h"
 #include "backend/cpu_faults.h"
 #include "util/bf16.h"
 
@@ -1330,7 +1331,8 @@ static const char *simd_level(void) {
     .sum_squares = cpu_sum_squares, \
     .scale = cpu_scale, \
     .adamw = cpu_adamw, \
-    .round_bf16 = cpu_round_bf16,
+    .round_bf16 = cpu_round_bf16, \
+    PT_REF_MOE_OPS
 
 // Without oneDNN's bf16 matmuls the model runs bf16 on the fp32 kernels.
 static const pt_backend_ops cpu_ops = {CPU_FP32_OPS};

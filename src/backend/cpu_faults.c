@@ -22,6 +22,13 @@
 //   softmax_no_max  the cross-entropy's softmax without subtracting the row
 //                maximum: exact in real arithmetic, only the rounding moves
 //                (safe while the logits stay far below exp's overflow at 88)
+// And two routing slips of the MoE ops (tests/test_accept_moe.sh, docs/ACCEPT.md
+// "Qwen3-MoE"), which accept's step-1 audit must locate in the sparse layer:
+//   moe_no_renorm       top-k weights not renormalised although
+//                       norm_topk_prob is true (forward and backward)
+//   moe_topk_ties_high  an exact top-k tie goes to the HIGHER expert index
+//                       (torch.topk: the lower); shows only on exact ties,
+//                       as between an upcycled model's duplicated experts
 // They live apart from cpu.c so that the production kernels carry no test
 // switch: a fault is a copy of the backend's const ops table with one entry
 // replaced, and the backend itself never knows.
@@ -43,10 +50,11 @@ typedef struct {
 } fault_table;
 
 enum { F_RMSNORM_EPS, F_BF16_CAST, F_EPS_AFTER_SQRT, F_SWIGLU_BWD, F_DECAY_NORMS, F_NONDET_EMB_BWD, F_SOFTMAX_NO_MAX,
-       F_COUNT };
+       F_MOE_NO_RENORM, F_MOE_TIES_HIGH, F_COUNT };
 static const char *const fault_names[F_COUNT] = {"rmsnorm_eps", "bf16_cast", "rmsnorm_eps_after_sqrt",
                                                  "swiglu_bwd_no_sigmoid_deriv", "adamw_decay_norms",
-                                                 "nondet_embedding_bwd", "softmax_no_max"};
+                                                 "nondet_embedding_bwd", "softmax_no_max", "moe_no_renorm",
+                                                 "moe_topk_ties_high"};
 static const char *const fault_what[F_COUNT] = {"uses a WRONG rmsnorm eps", "casts to bf16 WRONGLY",
                                                 "adds the rmsnorm eps WRONGLY after the square root",
                                                 "runs swiglu backward WITHOUT the sigmoid derivative",
@@ -54,7 +62,9 @@ static const char *const fault_what[F_COUNT] = {"uses a WRONG rmsnorm eps", "cas
                                                 "adds embedding gradients in a run-to-run varying order (not "
                                                 "deterministic)",
                                                 "computes the cross-entropy softmax without the max "
-                                                "subtraction (a correct control)"};
+                                                "subtraction (a correct control)",
+                                                "routes WITHOUT renormalising the top-k weights",
+                                                "breaks MoE top-k ties WRONGLY, to the higher expert index"};
 
 static const pt_backend_ops *base_ops(const pt_backend *be) { return ((const fault_table *)be->ops)->base; }
 
@@ -193,6 +203,49 @@ static void lm_head_xent_no_max(pt_backend *be, double *loss_sum, real_t *dinp, 
     free(lg);
 }
 
+// A port that dropped norm_topk_prob: forward and backward both run as if it were false, consistently.
+static void moe_route_no_renorm(pt_backend *be, real_t *probs, int32_t *sel, real_t *topw, const real_t *logits,
+                                int N, int E, int K, bool norm) {
+    (void)norm;
+    base_ops(be)->moe_route(be, probs, sel, topw, logits, N, E, K, false);
+}
+static void moe_route_backward_no_renorm(pt_backend *be, real_t *dlogits, const double *dtopw, const double *dprob,
+                                         const real_t *probs, const int32_t *sel, const real_t *topw, int N, int E,
+                                         int K, bool norm) {
+    (void)norm;
+    base_ops(be)->moe_route_backward(be, dlogits, dtopw, dprob, probs, sel, topw, N, E, K, false);
+}
+
+// moe_route's contract (backend.h) with one slip: among experts of exactly equal probability the top-k takes
+// the HIGHER index (a `>=` for torch.topk's `>`, or a sort that is not stable). Invisible unless two experts
+// tie exactly, which they do in an upcycled model (experts copied from one dense MLP, router rows included):
+// tests/test_accept_moe.sh starts from such an init.
+static void moe_route_ties_high(pt_backend *be, real_t *probs, int32_t *sel, real_t *topw, const real_t *logits, int N,
+                                int E, int K, bool norm) {
+    (void)be;
+    for (int n = 0; n < N; n++) {
+        const real_t *z = logits + (size_t)n * E;
+        real_t *p = probs + (size_t)n * E, *w = topw + (size_t)n * K, mx = z[0], sum = 0, tot = 0;
+        int32_t *s = sel + (size_t)n * K;
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int e = 0; e < E; e++) sum += p[e] = (real_t)exp(z[e] - mx);
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= s[i] == e;
+                if (!taken && (best < 0 || p[e] >= p[best])) best = e;
+            }
+            s[j] = best;
+            w[j] = p[best];
+            tot += w[j];
+        }
+        if (norm)
+            for (int j = 0; j < K; j++) w[j] /= tot;
+    }
+}
+
 // The faulty copy of `base`, made on first use and kept for the process (the
 // cpu backend has two tables; every backend created with one shares its copy).
 static const pt_backend_ops *faulty(const pt_backend_ops *base, int kind) {
@@ -218,6 +271,11 @@ static const pt_backend_ops *faulty(const pt_backend_ops *base, int kind) {
         t->ops.lm_head_xent = lm_head_xent_no_max;
         t->ops.lm_head_xent_bf16 = NULL;  // an fp32 control
         break;
+    case F_MOE_NO_RENORM:
+        t->ops.moe_route = moe_route_no_renorm;
+        t->ops.moe_route_backward = moe_route_backward_no_renorm;
+        break;
+    case F_MOE_TIES_HIGH: t->ops.moe_route = moe_route_ties_high; break;
     default: t->ops.embedding_backward = embedding_backward_nondet; break;
     }
     return &t->ops;

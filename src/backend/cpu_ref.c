@@ -2,6 +2,7 @@
 // over independent outputs with every reduction done serially in a fixed
 // order, so results are bitwise identical across runs and thread counts.
 #include "backend/backend.h"
+#include "backend/moe_ref.h"
 #include "util/bf16.h"
 
 #include <math.h>
@@ -423,6 +424,117 @@ static void ref_adamw(pt_backend *be, real_t *p, const real_t *g, real_t *m, rea
     }
 }
 
+// ---- mixture of experts: one token (or one row) per iteration, each in a fixed order ----
+
+void pt_ref_moe_route(pt_backend *be, real_t *probs, int32_t *sel, real_t *topw, const real_t *logits, int N, int E,
+                      int K, bool norm) {
+    (void)be;
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real_t *z = logits + (size_t)n * E;
+        real_t *p = probs + (size_t)n * E;
+        real_t mx = z[0], sum = 0;
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int e = 0; e < E; e++) sum += p[e] = (real_t)exp(z[e] - mx);
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        int32_t *s = sel + (size_t)n * K;
+        real_t *w = topw + (size_t)n * K, tot = 0;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= s[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;  // strict: a tie keeps the lower index
+            }
+            s[j] = best;
+            w[j] = p[best];
+            tot += w[j];
+        }
+        if (norm)
+            for (int j = 0; j < K; j++) w[j] /= tot;
+    }
+}
+
+// Softmax backward through dp[e] = dprob[e] + (the slot j that selected e: its d(weight) through the
+// renormalisation, dw_j - sum_i w_i dw_i over the selected mass, or dw_j alone without it).
+void pt_ref_moe_route_backward(pt_backend *be, real_t *dlogits, const double *dtopw, const double *dprob,
+                               const real_t *probs, const int32_t *sel, const real_t *topw, int N, int E, int K,
+                               bool norm) {
+    (void)be;
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real_t *p = probs + (size_t)n * E, *w = topw + (size_t)n * K;
+        const int32_t *s = sel + (size_t)n * K;
+        const double *dw = dtopw + (size_t)n * K;
+        double tot = 0, wdw = 0, pdp = 0;
+        for (int j = 0; j < K; j++) tot += p[s[j]];
+        for (int j = 0; j < K; j++) wdw += dw[j] * (double)w[j];
+        for (int pass = 0; pass < 2; pass++)
+            for (int e = 0; e < E; e++) {
+                double dp = dprob ? dprob[e] : 0;
+                for (int j = 0; j < K; j++)
+                    if (s[j] == e) dp += norm ? (dw[j] - wdw) / tot : dw[j];
+                if (pass == 0) pdp += (double)p[e] * dp;
+                else dlogits[(size_t)n * E + e] = (real_t)((double)p[e] * (dp - pdp));
+            }
+    }
+}
+
+void pt_ref_moe_gather(pt_backend *be, real_t *out, const real_t *inp, const int32_t *idx, int R, int C) {
+    (void)be;
+#pragma omp parallel for
+    for (int r = 0; r < R; r++) memcpy(out + (size_t)r * C, inp + (size_t)idx[r] * C, sizeof(real_t) * C);
+}
+
+void pt_ref_moe_gather_backward(pt_backend *be, real_t *dinp, const real_t *drows, const int32_t *tok_rows, int N,
+                                int K, int C) {
+    (void)be;
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        real_t *d = dinp + (size_t)n * C;
+        memset(d, 0, sizeof(real_t) * C);
+        for (int k = 0; k < K; k++) {
+            const real_t *v = drows + (size_t)tok_rows[(size_t)n * K + k] * C;
+            for (int i = 0; i < C; i++) d[i] += v[i];
+        }
+    }
+}
+
+void pt_ref_moe_combine(pt_backend *be, real_t *out, const real_t *rows, const real_t *topw, const int32_t *row_w,
+                        const int32_t *tok_rows, int N, int K, int C) {
+    (void)be;
+#pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        real_t *o = out + (size_t)n * C;
+        memset(o, 0, sizeof(real_t) * C);
+        for (int k = 0; k < K; k++) {
+            const int r = tok_rows[(size_t)n * K + k];
+            const real_t w = topw[row_w[r]], *v = rows + (size_t)r * C;
+            for (int i = 0; i < C; i++) {
+                const real_t scaled = v[i] * w;
+                o[i] += scaled;
+            }
+        }
+    }
+}
+
+void pt_ref_moe_combine_backward(pt_backend *be, real_t *drows, double *dtopw, const real_t *dout, const real_t *rows,
+                                 const real_t *topw, const int32_t *row_w, int R, int K, int C) {
+    (void)be;
+#pragma omp parallel for
+    for (int r = 0; r < R; r++) {
+        const real_t w = topw[row_w[r]];
+        const real_t *g = dout + (size_t)(row_w[r] / K) * C, *v = rows + (size_t)r * C;
+        real_t *d = drows + (size_t)r * C;
+        double acc = 0;
+        for (int i = 0; i < C; i++) {
+            d[i] = g[i] * w;
+            acc += (double)g[i] * v[i];
+        }
+        dtopw[row_w[r]] = acc;
+    }
+}
+
 static const pt_backend_ops cpu_ref_ops = {
     .alloc = ref_alloc,
     .free = ref_free,
@@ -451,6 +563,7 @@ static const pt_backend_ops cpu_ref_ops = {
     .scale = ref_scale,
     .adamw = ref_adamw,
     .round_bf16 = ref_round_bf16,
+    PT_REF_MOE_OPS
 };
 
 pt_backend *pt_backend_cpu_ref_create(void) {

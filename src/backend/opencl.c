@@ -81,6 +81,7 @@ typedef struct {
     bool tiled_gemm;  // PT_OPENCL_GEMM=tiled: the local-memory kernel for every layout
     cl_kernel k_gemm, k_gemm_nt, k_gemm_nn_tn, k_sum_slices, k_emb_fwd, k_emb_bwd, k_rms_fwd, k_rms_bwd_dinp, k_rms_bwd_dw, k_swiglu_fwd,
         k_swiglu_bwd, k_add, k_scale, k_adamw, k_sumsq, k_xent, k_round_bf16;
+    cl_kernel k_moe[6];  // MoE kernels (K_MOE_*), made on first use: a dense model never needs fp64
     ocl_variant *vars;
     int nvars;
     ocl_alloc *allocs;
@@ -245,6 +246,14 @@ static void a_ptr(argl *a, const void *p) {
     size_t off;
     cl_mem m = resolve(a->o, p, &off);
     cl_ulong eo = off / 4;  // float and int32 elements
+    a_raw(a, sizeof m, &m);
+    a_raw(a, sizeof eo, &eo);
+}
+// A backend pointer to doubles: the offset in 8-byte elements.
+static void a_ptr8(argl *a, const void *p) {
+    size_t off;
+    cl_mem m = resolve(a->o, p, &off);
+    cl_ulong eo = off / 8;
     a_raw(a, sizeof m, &m);
     a_raw(a, sizeof eo, &eo);
 }
@@ -589,6 +598,82 @@ static void ocl_swiglu_backward(pt_backend *be, real_t *dgate, real_t *dup, cons
     launch1(o, o->k_swiglu_bwd, n, 64);
 }
 
+// ---- mixture of experts (opencl.cl: moe_*) ----
+enum { K_MOE_ROUTE, K_MOE_ROUTE_BWD, K_MOE_GATHER, K_MOE_GATHER_BWD, K_MOE_COMBINE, K_MOE_COMBINE_BWD };
+static const char *const moe_kernel_names[6] = {"moe_route",           "moe_route_backward", "moe_gather",
+                                                "moe_gather_backward", "moe_combine",        "moe_combine_backward"};
+
+static cl_kernel moe_kernel(ocl *o, int which) {
+    if (o->k_moe[which]) return o->k_moe[which];
+    cl_int e;
+    o->k_moe[which] = clCreateKernel(o->base, moe_kernel_names[which], &e);
+    if (e != CL_SUCCESS) {
+        fprintf(stderr, "portatrain: error: opencl: kernel %s: %s (%d)%s\n", moe_kernel_names[which], cl_err_name(e),
+                (int)e, e == CL_INVALID_KERNEL_NAME ? "; the MoE routing kernels need a device with cl_khr_fp64" : "");
+        exit(1);
+    }
+    return o->k_moe[which];
+}
+
+static void ocl_moe_route(pt_backend *be, real_t *probs, int32_t *sel, real_t *topw, const real_t *logits, int N,
+                          int E, int K, bool norm) {
+    ocl *o = O(be);
+    cl_kernel k = moe_kernel(o, K_MOE_ROUTE);
+    argl a = {k, 0, o};
+    a_ptr(&a, probs); a_ptr(&a, sel); a_ptr(&a, topw); a_ptr(&a, logits);
+    a_int(&a, N); a_int(&a, E); a_int(&a, K); a_int(&a, norm);
+    launch1(o, k, N, 16);
+}
+
+static void ocl_moe_route_backward(pt_backend *be, real_t *dlogits, const double *dtopw, const double *dprob,
+                                   const real_t *probs, const int32_t *sel, const real_t *topw, int N, int E, int K,
+                                   bool norm) {
+    ocl *o = O(be);
+    cl_kernel k = moe_kernel(o, K_MOE_ROUTE_BWD);
+    argl a = {k, 0, o};
+    a_ptr(&a, dlogits); a_ptr8(&a, dtopw); a_ptr8(&a, dprob ? dprob : dtopw); a_int(&a, dprob != NULL);
+    a_ptr(&a, probs); a_ptr(&a, sel); a_ptr(&a, topw); a_int(&a, N); a_int(&a, E); a_int(&a, K); a_int(&a, norm);
+    launch1(o, k, N, 16);
+}
+
+static void ocl_moe_gather(pt_backend *be, real_t *out, const real_t *inp, const int32_t *idx, int R, int C) {
+    ocl *o = O(be);
+    cl_kernel k = moe_kernel(o, K_MOE_GATHER);
+    argl a = {k, 0, o};
+    a_ptr(&a, out); a_ptr(&a, inp); a_ptr(&a, idx); a_int(&a, R); a_int(&a, C);
+    launch1(o, k, (size_t)R * C, 64);
+}
+
+static void ocl_moe_gather_backward(pt_backend *be, real_t *dinp, const real_t *drows, const int32_t *tok_rows, int N,
+                                    int K, int C) {
+    ocl *o = O(be);
+    cl_kernel k = moe_kernel(o, K_MOE_GATHER_BWD);
+    argl a = {k, 0, o};
+    a_ptr(&a, dinp); a_ptr(&a, drows); a_ptr(&a, tok_rows); a_int(&a, N); a_int(&a, K); a_int(&a, C);
+    launch1(o, k, (size_t)N * C, 64);
+}
+
+static void ocl_moe_combine(pt_backend *be, real_t *out, const real_t *rows, const real_t *topw, const int32_t *row_w,
+                            const int32_t *tok_rows, int N, int K, int C) {
+    ocl *o = O(be);
+    cl_kernel k = moe_kernel(o, K_MOE_COMBINE);
+    argl a = {k, 0, o};
+    a_ptr(&a, out); a_ptr(&a, rows); a_ptr(&a, topw); a_ptr(&a, row_w); a_ptr(&a, tok_rows);
+    a_int(&a, N); a_int(&a, K); a_int(&a, C);
+    launch1(o, k, (size_t)N * C, 64);
+}
+
+static void ocl_moe_combine_backward(pt_backend *be, real_t *drows, double *dtopw, const real_t *dout,
+                                     const real_t *rows, const real_t *topw, const int32_t *row_w, int R, int K,
+                                     int C) {
+    ocl *o = O(be);
+    cl_kernel k = moe_kernel(o, K_MOE_COMBINE_BWD);
+    argl a = {k, 0, o};
+    a_ptr(&a, drows); a_ptr8(&a, dtopw); a_ptr(&a, dout); a_ptr(&a, rows); a_ptr(&a, topw); a_ptr(&a, row_w);
+    a_int(&a, R); a_int(&a, K); a_int(&a, C);
+    launch1(o, k, R, 16);
+}
+
 static void ocl_add(pt_backend *be, real_t *out, const real_t *x, const real_t *y, size_t n) {
     ocl *o = O(be);
     argl a = {o->k_add, 0, o};
@@ -706,6 +791,8 @@ static void ocl_destroy(pt_backend *be) {
                       o->k_round_bf16};
     for (size_t i = 0; i < PT_ARRAY_LEN(ks); i++)
         if (ks[i]) clReleaseKernel(ks[i]);
+    for (size_t i = 0; i < PT_ARRAY_LEN(o->k_moe); i++)
+        if (o->k_moe[i]) clReleaseKernel(o->k_moe[i]);
     if (o->base) clReleaseProgram(o->base);
     if (o->queue) clReleaseCommandQueue(o->queue);
     if (o->ctx) clReleaseContext(o->ctx);
@@ -880,6 +967,12 @@ static const pt_backend_ops opencl_ops = {
     .adamw = ocl_adamw,
     // bf16: rounding kernels only; the model runs the fp32 matmuls on bf16-exact operands
     .round_bf16 = ocl_round_bf16,
+    .moe_route = ocl_moe_route,
+    .moe_route_backward = ocl_moe_route_backward,
+    .moe_gather = ocl_moe_gather,
+    .moe_gather_backward = ocl_moe_gather_backward,
+    .moe_combine = ocl_moe_combine,
+    .moe_combine_backward = ocl_moe_combine_backward,
     .compile_stats = ocl_compile_stats,
 };
 

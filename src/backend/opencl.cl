@@ -603,3 +603,113 @@ __kernel void attention_backward_dkv(__global float *dk, ulong dk_o, __global fl
     }
 }
 #endif
+
+// ------------------------------------------------------------ mixture of experts
+// backend.h's "mixture of experts" contracts, one work-item per token (route, gather backward, combine) or
+// per row (gather, combine backward), each in cpu-ref's order. The gradients of the routing weights are
+// double, so these kernels exist only on a device with fp64 (opencl.c says so on first use otherwise).
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+
+__kernel void moe_route(__global float *probs, ulong probs_o, __global int *sel, ulong sel_o, __global float *topw,
+                        ulong topw_o, __global const float *logits, ulong logits_o, int N, int E, int K, int norm) {
+    const int n = get_global_id(0);
+    if (n >= N) return;
+    __global const float *z = logits + logits_o + (size_t)n * E;
+    __global float *p = probs + probs_o + (size_t)n * E;
+    __global int *s = sel + sel_o + (size_t)n * K;
+    __global float *w = topw + topw_o + (size_t)n * K;
+    float mx = z[0], sum = 0.0f, tot = 0.0f;
+    for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+    for (int e = 0; e < E; e++) sum += p[e] = (float)exp((double)(z[e] - mx));
+    for (int e = 0; e < E; e++) p[e] /= sum;
+    for (int j = 0; j < K; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int i = 0; i < j; i++) taken |= s[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;  // strict: a tie keeps the lower index
+        }
+        s[j] = best;
+        w[j] = p[best];
+        tot += w[j];
+    }
+    if (norm)
+        for (int j = 0; j < K; j++) w[j] /= tot;
+}
+
+__kernel void moe_route_backward(__global float *dlogits, ulong dl_o, __global const double *dtopw, ulong dw_o,
+                                 __global const double *dprob, ulong dp_o, int has_dprob, __global const float *probs,
+                                 ulong probs_o, __global const int *sel, ulong sel_o, __global const float *topw,
+                                 ulong topw_o, int N, int E, int K, int norm) {
+    const int n = get_global_id(0);
+    if (n >= N) return;
+    __global const float *p = probs + probs_o + (size_t)n * E, *w = topw + topw_o + (size_t)n * K;
+    __global const int *s = sel + sel_o + (size_t)n * K;
+    __global const double *dw = dtopw + dw_o + (size_t)n * K;
+    double tot = 0, wdw = 0, pdp = 0;
+    for (int j = 0; j < K; j++) tot += p[s[j]];
+    for (int j = 0; j < K; j++) wdw += dw[j] * (double)w[j];
+    for (int pass = 0; pass < 2; pass++)
+        for (int e = 0; e < E; e++) {
+            double dp = has_dprob ? dprob[dp_o + e] : 0.0;
+            for (int j = 0; j < K; j++)
+                if (s[j] == e) dp += norm ? (dw[j] - wdw) / tot : dw[j];
+            if (pass == 0) pdp += (double)p[e] * dp;
+            else dlogits[dl_o + (size_t)n * E + e] = (float)((double)p[e] * (dp - pdp));
+        }
+}
+
+__kernel void moe_combine_backward(__global float *drows, ulong dr_o, __global double *dtopw, ulong dw_o,
+                                   __global const float *dout, ulong dout_o, __global const float *rows, ulong rows_o,
+                                   __global const float *topw, ulong topw_o, __global const int *row_w, ulong rw_o,
+                                   int R, int K, int C) {
+    const int r = get_global_id(0);
+    if (r >= R) return;
+    const int wi = row_w[rw_o + r];
+    const float w = topw[topw_o + wi];
+    __global const float *g = dout + dout_o + (size_t)(wi / K) * C, *v = rows + rows_o + (size_t)r * C;
+    __global float *d = drows + dr_o + (size_t)r * C;
+    double acc = 0;
+    for (int i = 0; i < C; i++) {
+        d[i] = g[i] * w;
+        acc += (double)g[i] * v[i];
+    }
+    dtopw[dw_o + wi] = acc;
+}
+#endif
+
+// out[r,:] = inp[idx[r],:]: one work-item per element
+__kernel void moe_gather(__global float *out, ulong out_o, __global const float *inp, ulong inp_o,
+                         __global const int *idx, ulong idx_o, int R, int C) {
+    const size_t i = get_global_id(0);
+    if (i >= (size_t)R * C) return;
+    const size_t r = i / C, c = i % C;
+    out[out_o + i] = inp[inp_o + (size_t)idx[idx_o + r] * C + c];
+}
+
+// One work-item per (token, column): the token's K rows added from 0 in k order
+__kernel void moe_gather_backward(__global float *dinp, ulong dinp_o, __global const float *drows, ulong dr_o,
+                                  __global const int *tok_rows, ulong tr_o, int N, int K, int C) {
+    const size_t i = get_global_id(0);
+    if (i >= (size_t)N * C) return;
+    const size_t n = i / C, c = i % C;
+    float d = 0.0f;
+    for (int k = 0; k < K; k++) d += drows[dr_o + (size_t)tok_rows[tr_o + n * K + k] * C + c];
+    dinp[dinp_o + i] = d;
+}
+
+__kernel void moe_combine(__global float *out, ulong out_o, __global const float *rows, ulong rows_o,
+                          __global const float *topw, ulong topw_o, __global const int *row_w, ulong rw_o,
+                          __global const int *tok_rows, ulong tr_o, int N, int K, int C) {
+    const size_t i = get_global_id(0);
+    if (i >= (size_t)N * C) return;
+    const size_t n = i / C, c = i % C;
+    float o = 0.0f;
+    for (int k = 0; k < K; k++) {
+        const int r = tok_rows[tr_o + n * K + k];
+        const float scaled = rows[rows_o + (size_t)r * C + c] * topw[topw_o + row_w[rw_o + r]];
+        o += scaled;
+    }
+    out[out_o + i] = o;
+}

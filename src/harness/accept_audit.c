@@ -172,9 +172,64 @@ static upd_diff update_diff(const cJSON *ua, const cJSON *ub, const char *name) 
     return u;
 }
 
-// RMS, max-abs and mean of one activation, relative to the baseline's RMS (max-abs: to its own).
+// An MoE layer's expert load (audit.c: "load", tokens per expert): the fraction of its routed slots that
+// another expert took, exact (a slot is 1/(N*K), far above the forward tolerance: any moved token fails). -1
+// when a has no load.
+static double load_diff(const cJSON *a, const cJSON *b) {
+    const cJSON *la = cJSON_GetObjectItemCaseSensitive(a, "load"), *lb = cJSON_GetObjectItemCaseSensitive(b, "load");
+    if (!cJSON_IsArray(la)) return -1;
+    const int E = cJSON_GetArraySize(la);
+    if (!cJSON_IsArray(lb) || cJSON_GetArraySize(lb) != E) return INFINITY;
+    double moved = 0, total = 0;
+    for (int e = 0; e < E; e++) {
+        const double x = cJSON_GetArrayItem(la, e)->valuedouble, y = cJSON_GetArrayItem(lb, e)->valuedouble;
+        moved += fabs(x - y) / 2, total += x;
+    }
+    return total > 0 ? moved / total : moved > 0 ? INFINITY : 0;
+}
+
+// " 12 4 9 ..." of a load array: a report cell.
+static char *load_text(const cJSON *load) {
+    size_t n = 0, cap = 16 + 12 * (size_t)cJSON_GetArraySize(load);
+    char *t = pt_malloc(cap);
+    t[0] = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, load) n += (size_t)snprintf(t + n, cap - n, "%s%d", n ? " " : "", (int)e->valuedouble);
+    return t;
+}
+
+// Per MoE layer, tokens per expert at step 1 on both platforms side by side (the report's expert-load table;
+// a routing difference shows there first). NULL for a dense model.
+static cJSON *expert_load_rows(const dump_t *a, const dump_t *b) {
+    cJSON *rows = NULL;
+    const cJSON *e, *fb = cJSON_GetObjectItemCaseSensitive(b->j, "forward");
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(a->j, "forward")) {
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(e, "load");
+        if (!cJSON_IsArray(la)) continue;
+        const cJSON *o = find_named(fb, cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
+        const cJSON *lb = o ? cJSON_GetObjectItemCaseSensitive(o, "load") : NULL;
+        if (!rows) rows = cJSON_CreateArray();
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "layer", jnum(e, "layer"));
+        char *ta = load_text(la), *tb = cJSON_IsArray(lb) ? load_text(lb) : pt_strdup("missing");
+        cJSON_AddStringToObject(r, "baseline", ta);
+        cJSON_AddStringToObject(r, "candidate", tb);
+        free(ta);
+        free(tb);
+        const double d = o ? load_diff(e, o) : INFINITY;
+        cJSON_AddNumberToObject(r, "moved_fraction", isfinite(d) ? d : 1e308);
+        cJSON_AddBoolToObject(r, "ok", d == 0);
+        cJSON_AddItemToArray(rows, r);
+    }
+    return rows;
+}
+
+// RMS, max-abs and mean of one activation, relative to the baseline's RMS (max-abs: to its own); an expert
+// load: load_diff.
 static double forward_diff(const cJSON *a, const cJSON *b) {
     if (!b) return INFINITY;
+    const double ld = load_diff(a, b);
+    if (ld >= 0) return ld;
     const double r = jnum(a, "rms"), mx = jnum(a, "max_abs");
     double d = PT_MAX(rel(r, jnum(b, "rms"), r), rel(mx, jnum(b, "max_abs"), mx));
     d = PT_MAX(d, rel(jnum(a, "mean"), jnum(b, "mean"), r));
@@ -342,6 +397,8 @@ void acc_audit(acc_ctx *c) {
         cJSON_AddStringToObject(s, "status", "compared");
         cJSON_AddItemToObject(s, "forward", forward_rows(&d[0], &d[1], &ff));
         cJSON_AddItemToObject(s, "tensors", tensor_rows(&d[0], &d[1], &fg, &fu));
+        cJSON *load = expert_load_rows(&d[0], &d[1]);
+        if (load) cJSON_AddItemToObject(s, "expert_load", load);
         const bool ok = !ff.name && !fg.name && !fu.name;
         cJSON_AddStringToObject(s, "verdict", ok ? "pass" : "fail");
         if (ff.name) cJSON_AddStringToObject(s, "first_forward", ff.name);

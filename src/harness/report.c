@@ -601,7 +601,8 @@ static void render_recovery(out_t *o, const cJSON *r) {
     kv_table(o, "Determinism (the recovery's rule)", dk, 10, dc, fn, 1);
 }
 
-// accept's step-1 audit (accept_audit.c): its status, then the forward statistics and the per-tensor table.
+// accept's step-1 audit (accept_audit.c): its status, then the forward statistics and the per-tensor table;
+// for an MoE model, the expert load of each sparse layer on both platforms.
 static void render_audit(out_t *o, const cJSON *r) {
     const cJSON *au = get(r, "audit");
     const char *sk[] = {"status", "reason", "schedule", "verdict", "first_forward", "first_gradient", "first_update"};
@@ -614,6 +615,9 @@ static void render_audit(out_t *o, const cJSON *r) {
     const char *tk[] = {"name", "grad_l2", "grad_diff", "grad_metric", "grad_tolerance", "update_l2_diff",
                         "update_proj_diff", "ok"};
     arr_table(o, "Step-1 audit: per tensor (forward order)", get(au, "tensors"), tk, 8);
+    if (!get(au, "expert_load")) return;  // a dense model
+    const char *lk[] = {"layer", "baseline", "candidate", "moved_fraction", "ok"};
+    arr_table(o, "Step-1 audit: expert load (tokens per expert, per MoE layer)", get(au, "expert_load"), lk, 5);
 }
 
 // accept of evidence directories (accept_evidence_judge.c): the recipe, the referee, the sections not shown.

@@ -4,16 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-// One sparse layer: where its tensors are, its routing (host) and its activations (backend) of the last
-// forward. Rows r of the gathered buffers are grouped by expert: expert e owns [start[e], start[e+1]).
+// One sparse layer: where its tensors are, its routing and its activations of the last forward. Rows r of
+// the gathered buffers are grouped by expert: expert e owns [start[e], start[e+1]), tokens ascending.
 typedef struct {
     int router;                   // index into m->tensors; expert e's gate/up/down follow at router+1+3e
-    real_t *probs;                // host [N,E] softmax of the router logits
+    real_t *probs;                // host [N,E] softmax of the router logits (the aux loss's mean probabilities)
     int32_t *sel;                 // host [N,K] experts chosen, by decreasing probability
-    real_t *topw;                 // host [N,K] their routing weights
-    int32_t *row_token, *row_slot;  // host [N*K]: token and top-k slot of gathered row r
     int32_t *start;               // host [E+1]
-    real_t *logits;               // backend [N,E]
+    real_t *logits, *b_probs, *b_topw;  // backend [N,E], [N,E], [N,K] (topw: the routing weights)
+    int32_t *b_sel;                     // backend [N,K]
+    int32_t *row_token, *row_w, *tok_rows;  // backend [N*K]: row r's token and its n*K+slot; token n's K rows
     real_t *xg, *gate, *up, *act, *eout;  // backend [N*K,C], [N*K,I] x3, [N*K,C] (eout: before the weight)
     // expert parallelism: xg/gate/up/act hold the rows this rank's experts received (up to ep x N*K);
     // ep_cnt[p x El + j]: rows from EP rank p for local expert j; ep_start[El+1]: local expert j's rows
@@ -23,13 +23,17 @@ typedef struct {
 struct qwen3_moe {
     moe_layer *layers;  // [L]; router < 0 for dense layers
     int cap_N;          // tokens the buffers hold
+    int last_N;         // tokens of the last forward
     double aux;         // the last forward's load-balancing loss
     double aux_tokens;  // the tokens it is over: the global micro-batch's (every data rank's)
     double *frac;       // host [E]: fraction of routed slots per expert over all sparse layers (aux's f_e)
-    // shared scratch: host rows, backend gradients of the gathered rows
-    real_t *h_rows, *h_rows2, *h_tok, *h_dlogits;
+    // shared scratch: the host side of the row bookkeeping and of d(aux)/d(probs); backend gradients
+    int32_t *h_idx;     // host [3 N*K]: row_token, row_w, tok_rows
+    double *h_dprob;    // host [E]
     real_t *d_eout, *d_act, *d_gate, *d_up, *d_xg, *d_logits;
     float *ep_h1, *ep_h2;  // expert parallelism: host rows in transit [ep x N*K, C] each
+    double *d_topw, *d_dprob;  // backend [N*K], [E]
+    double *h_dw;              // host [N*K]: d(routing weights) summed over TP
 };
 
 int qwen3_moe_create(qwen3_model *m) {
@@ -49,23 +53,25 @@ static void free_buffers(qwen3_model *m) {
     pt_backend *be = m->be;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         moe_layer *y = &s->layers[l];
-        free(y->probs); free(y->sel); free(y->topw); free(y->row_token); free(y->row_slot); free(y->start);
-        free(y->ep_cnt); free(y->ep_start);
-        real_t *dev[] = {y->logits, y->xg, y->gate, y->up, y->act, y->eout};
+        free(y->probs); free(y->sel); free(y->start); free(y->ep_cnt); free(y->ep_start);
+        void *dev[] = {y->logits, y->b_probs, y->b_topw, y->b_sel, y->row_token, y->row_w, y->tok_rows,
+                       y->xg,     y->gate,    y->up,     y->act,   y->eout};
         for (size_t i = 0; i < PT_ARRAY_LEN(dev); i++)
             if (dev[i]) be->ops->free(be, dev[i]);
         const int router = y->router;
         memset(y, 0, sizeof *y);
         y->router = router;
     }
-    free(s->h_rows); free(s->h_rows2); free(s->h_tok); free(s->h_dlogits);
-    free(s->ep_h1); free(s->ep_h2);
+    free(s->h_idx); free(s->h_dprob); free(s->h_dw); free(s->ep_h1); free(s->ep_h2);
+    s->h_dw = NULL;
     s->ep_h1 = s->ep_h2 = NULL;
-    real_t *dev[] = {s->d_eout, s->d_act, s->d_gate, s->d_up, s->d_xg, s->d_logits};
+    void *dev[] = {s->d_eout, s->d_act, s->d_gate, s->d_up, s->d_xg, s->d_logits, s->d_topw, s->d_dprob};
     for (size_t i = 0; i < PT_ARRAY_LEN(dev); i++)
         if (dev[i]) be->ops->free(be, dev[i]);
-    s->h_rows = s->h_rows2 = s->h_tok = s->h_dlogits = NULL;
+    s->h_idx = NULL;
+    s->h_dprob = NULL;
     s->d_eout = s->d_act = s->d_gate = s->d_up = s->d_xg = s->d_logits = NULL;
+    s->d_topw = s->d_dprob = NULL;
     s->cap_N = 0;
 }
 
@@ -95,11 +101,14 @@ static void ensure_buffers(qwen3_model *m, int N) {
         if (y->router < 0) continue;
         y->probs = pt_malloc(F * N * E);
         y->sel = pt_malloc(sizeof(int32_t) * R);
-        y->topw = pt_malloc(F * R);
-        y->row_token = pt_malloc(sizeof(int32_t) * R);
-        y->row_slot = pt_malloc(sizeof(int32_t) * R);
         y->start = pt_malloc(sizeof(int32_t) * (E + 1));
         y->logits = be->ops->alloc(be, F * N * E);
+        y->b_probs = be->ops->alloc(be, F * N * E);
+        y->b_topw = be->ops->alloc(be, F * R);
+        y->b_sel = be->ops->alloc(be, sizeof(int32_t) * R);
+        y->row_token = be->ops->alloc(be, sizeof(int32_t) * R);
+        y->row_w = be->ops->alloc(be, sizeof(int32_t) * R);
+        y->tok_rows = be->ops->alloc(be, sizeof(int32_t) * R);
         y->xg = be->ops->alloc(be, F * R * C);
         y->gate = be->ops->alloc(be, F * R * I);
         y->up = be->ops->alloc(be, F * R * I);
@@ -114,17 +123,17 @@ static void ensure_buffers(qwen3_model *m, int N) {
         s->ep_h1 = pt_malloc(sizeof(float) * R * C);
         s->ep_h2 = pt_malloc(sizeof(float) * R * C);
     }
-    const size_t rows = R > (size_t)N ? R : (size_t)N;
-    s->h_rows = pt_malloc(F * rows * C);
-    s->h_rows2 = pt_malloc(F * rows * C);
-    s->h_tok = pt_malloc(F * (size_t)N * C);
-    s->h_dlogits = pt_malloc(F * (size_t)N * E);
+    s->h_idx = pt_malloc(sizeof(int32_t) * 3 * R);
+    s->h_dprob = pt_malloc(sizeof(double) * E);
+    s->h_dw = pt_malloc(sizeof(double) * R);
     s->d_eout = be->ops->alloc(be, F * R * C);
     s->d_act = be->ops->alloc(be, F * R * I);
     s->d_gate = be->ops->alloc(be, F * R * I);
     s->d_up = be->ops->alloc(be, F * R * I);
     s->d_xg = be->ops->alloc(be, F * R * C);
     s->d_logits = be->ops->alloc(be, F * (size_t)N * E);
+    s->d_topw = be->ops->alloc(be, sizeof(double) * R);
+    s->d_dprob = be->ops->alloc(be, sizeof(double) * E);
     s->cap_N = N;
 }
 
@@ -132,50 +141,34 @@ static void ensure_buffers(qwen3_model *m, int N) {
 static real_t *param(const qwen3_model *m, int tensor) { return m->tparams[tensor]; }
 static real_t *grad(const qwen3_model *m, int tensor) { return m->tgrads[tensor]; }
 
-// Softmax over each row of logits (fp32 in HF: torch.softmax(dtype=float)), then the top K by decreasing
-// probability, ties to the lower expert index, and the weights (renormalised with norm_topk_prob).
-static void route(const qwen3_config *c, moe_layer *y, const real_t *logits, int N) {
-    const int E = c->num_experts, K = c->num_experts_per_tok;
-    for (int n = 0; n < N; n++) {
-        const real_t *z = logits + (size_t)n * E;
-        real_t *p = y->probs + (size_t)n * E;
-        real_t mx = z[0], sum = 0;
-        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
-        for (int e = 0; e < E; e++) sum += p[e] = (real_t)exp(z[e] - mx);
-        for (int e = 0; e < E; e++) p[e] /= sum;
-        int32_t *sel = y->sel + (size_t)n * K;
-        real_t *w = y->topw + (size_t)n * K, tot = 0;
-        for (int j = 0; j < K; j++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++) taken |= sel[i] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[j] = best;
-            w[j] = p[best];
-            tot += w[j];
-        }
-        if (c->norm_topk_prob)
-            for (int j = 0; j < K; j++) w[j] /= tot;
-    }
-}
-
-// Rows grouped by expert, ascending; tokens ascending within an expert.
-static void group_rows(const qwen3_config *c, moe_layer *y, int N) {
-    const int E = c->num_experts, K = c->num_experts_per_tok;
+// The host's index bookkeeping from the downloaded selection: rows grouped by expert, ascending; tokens
+// ascending within an expert; each token's K rows ascending (the combine's fixed order: experts ascending,
+// as HF's index_add_ over the experts hit). Uploaded to the layer's backend index lists.
+static void group_rows(qwen3_model *m, moe_layer *y, int N) {
+    const int E = m->cfg.num_experts, K = m->cfg.num_experts_per_tok;
+    const size_t R = (size_t)N * K;
+    int32_t *row_token = m->moe->h_idx, *row_w = row_token + R, *tok_rows = row_w + R;
     memset(y->start, 0, sizeof(int32_t) * (E + 1));
-    for (size_t i = 0; i < (size_t)N * K; i++) y->start[y->sel[i] + 1]++;
+    for (size_t i = 0; i < R; i++) y->start[y->sel[i] + 1]++;
     for (int e = 0; e < E; e++) y->start[e + 1] += y->start[e];
     int32_t *next = pt_malloc(sizeof(int32_t) * E);
     memcpy(next, y->start, sizeof(int32_t) * E);
-    for (int n = 0; n < N; n++)
+    for (int n = 0; n < N; n++) {
+        int32_t *mine = tok_rows + (size_t)n * K;
         for (int j = 0; j < K; j++) {
             const int r = next[y->sel[(size_t)n * K + j]]++;
-            y->row_token[r] = n;
-            y->row_slot[r] = j;
+            row_token[r] = n;
+            row_w[r] = n * K + j;
+            int k = j;  // insertion: the token's rows ascending
+            for (; k > 0 && mine[k - 1] > r; k--) mine[k] = mine[k - 1];
+            mine[k] = r;
         }
+    }
     free(next);
+    pt_backend *be = m->be;
+    be->ops->upload(be, y->row_token, row_token, sizeof(int32_t) * R);
+    be->ops->upload(be, y->row_w, row_w, sizeof(int32_t) * R);
+    be->ops->upload(be, y->tok_rows, tok_rows, sizeof(int32_t) * R);
 }
 
 // Each expert's SwiGLU MLP on its rows: expert e0 + j owns rows [start[j], start[j + 1]) of the layer's
@@ -277,31 +270,18 @@ int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N
     ensure_buffers(m, N);
     qwen3_moe *s = m->moe;
     moe_layer *y = &s->layers[l];
+    s->last_N = N;
     be->ops->matmul_forward(be, y->logits, x, param(m, y->router), N, C, E);
-    be->ops->download(be, s->h_dlogits, y->logits, F * N * E);
-    route(c, y, s->h_dlogits, N);
-    group_rows(c, y, N);
-    // gather the rows of each expert's tokens
-    be->ops->download(be, s->h_tok, x, F * N * C);
-    for (size_t r = 0; r < R; r++) memcpy(s->h_rows + r * C, s->h_tok + (size_t)y->row_token[r] * C, F * C);
-    be->ops->upload(be, y->xg, s->h_rows, F * R * C);
+    be->ops->moe_route(be, y->b_probs, y->b_sel, y->b_topw, y->logits, N, E, K, c->norm_topk_prob);
+    be->ops->download(be, y->sel, y->b_sel, sizeof(int32_t) * R);
+    if (c->output_router_logits) be->ops->download(be, y->probs, y->b_probs, F * N * E);
+    group_rows(m, y, N);
+    be->ops->moe_gather(be, y->xg, x, y->row_token, (int)R, C);
     if (ep_size(m) > 1) ep_experts_forward(m, y, N);
     else experts_forward(m, y, y->start, 0, E, y->eout);
-    // combine: out[t] = sum over the experts hit, ascending, of weight x expert output (HF: index_add_ of
+    // out[t] = sum over the experts hit, ascending, of weight x expert output (HF: index_add_ of
     // current_hidden_states * top_k_weights into zeros)
-    be->ops->download(be, s->h_rows, y->eout, F * R * C);
-    memset(s->h_tok, 0, F * N * C);
-    for (size_t r = 0; r < R; r++) {
-        const int t = y->row_token[r];
-        const real_t w = y->topw[(size_t)t * K + y->row_slot[r]];
-        real_t *o = s->h_tok + (size_t)t * C;
-        const real_t *v = s->h_rows + r * C;
-        for (int i = 0; i < C; i++) {
-            const real_t scaled = v[i] * w;
-            o[i] += scaled;
-        }
-    }
-    be->ops->upload(be, out, s->h_tok, F * N * C);
+    be->ops->moe_combine(be, out, y->eout, y->b_topw, y->row_w, y->tok_rows, N, K, C);
     return 0;
 }
 
@@ -360,24 +340,16 @@ int qwen3_moe_expert_load(const qwen3_model *m, int l, int *counts) {
     return 0;
 }
 
-// d(router logits) of one token from d(routing weights) dw[K] and, with the aux loss, d(aux)/d(probs).
-static void route_backward(const qwen3_model *m, const moe_layer *y, int n, const double *dw, double aux_w,
-                           int N, real_t *dlogits) {
-    const qwen3_config *c = &m->cfg;
-    const int E = c->num_experts, K = c->num_experts_per_tok;
-    const real_t *p = y->probs + (size_t)n * E;
-    const int32_t *sel = y->sel + (size_t)n * K;
-    const real_t *w = y->topw + (size_t)n * K;
-    double dp[E > 0 ? E : 1];
-    for (int e = 0; e < E; e++) dp[e] = aux_w > 0 ? aux_w * m->moe->frac[e] : 0;
-    (void)N;
-    double tot = 0, wdw = 0;
-    for (int j = 0; j < K; j++) tot += p[sel[j]];
-    for (int j = 0; j < K; j++) wdw += dw[j] * (double)w[j];
-    for (int j = 0; j < K; j++) dp[sel[j]] += c->norm_topk_prob ? (dw[j] - wdw) / tot : dw[j];
-    double pdp = 0;
-    for (int e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
-    for (int e = 0; e < E; e++) dlogits[(size_t)n * E + e] = (real_t)((double)p[e] * (dp[e] - pdp));
+int qwen3_moe_block_output(qwen3_model *m, int l, real_t *out) {
+    if (!m->moe || m->moe->layers[l].router < 0 || !m->moe->layers[l].start) return -1;
+    const moe_layer *y = &m->moe->layers[l];
+    pt_backend *be = m->be;
+    const int N = m->moe->last_N, K = m->cfg.num_experts_per_tok, C = m->cfg.hidden_size;
+    real_t *tmp = be->ops->alloc(be, sizeof(real_t) * (size_t)N * C);
+    be->ops->moe_combine(be, tmp, y->eout, y->b_topw, y->row_w, y->tok_rows, N, K, C);
+    be->ops->download(be, out, tmp, sizeof(real_t) * (size_t)N * C);
+    be->ops->free(be, tmp);
+    return 0;
 }
 
 // Through each expert's MLP: d(eout) rows in s->d_eout -> d(xg) rows in s->d_xg; weight gradients accumulate.
@@ -407,8 +379,13 @@ static void experts_backward(qwen3_model *m, const moe_layer *y, const int32_t *
 // Tensor parallel: each rank holds its columns of every expert's intermediate, so its expert outputs are
 // partial sums. d(routing weight) = dy . eout is linear in eout: the TP sum of the ranks' partial dots is the
 // full one, the same on every rank, so each rank's (replicated) router gets the whole gradient.
-static void tp_sum_dw(const qwen3_model *m, double *dw, size_t R) {
-    if (m->par && m->par->tp_size > 1) m->par->tp_sum_f64(m->par->ctx, dw, (int)R);
+static void tp_sum_dw(const qwen3_model *m, double *d_dw, size_t R) {
+    if (!m->par || m->par->tp_size <= 1) return;
+    pt_backend *be = m->be;
+    double *h = m->moe->h_dw;
+    be->ops->download(be, h, d_dw, sizeof(double) * R);
+    m->par->tp_sum_f64(m->par->ctx, h, (int)R);
+    be->ops->upload(be, d_dw, h, sizeof(double) * R);
 }
 // ... and d(x) through the column-parallel gate/up is partial too; summed before the router's (full) term.
 static void tp_sum_dx(const qwen3_model *m, real_t *dx, size_t n) {
@@ -430,46 +407,27 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
     pt_backend *be = m->be;
     const qwen3_config *c = &m->cfg;
     const int E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size;
-    const size_t R = (size_t)N * K, F = sizeof(real_t);
+    const size_t R = (size_t)N * K;
     qwen3_moe *s = m->moe;
     const moe_layer *y = &s->layers[l];
     // out[t] = sum_r w_r * eout[r]: d(eout[r]) = w_r * dy[t], d(w_r) = dy[t] . eout[r]
-    be->ops->download(be, s->h_tok, dy, F * N * C);
-    be->ops->download(be, s->h_rows2, y->eout, F * R * C);
-    double *dw = pt_calloc(R, sizeof(double));
-    for (size_t r = 0; r < R; r++) {
-        const int t = y->row_token[r];
-        const real_t w = y->topw[(size_t)t * K + y->row_slot[r]];
-        const real_t *g = s->h_tok + (size_t)t * C, *v = s->h_rows2 + r * C;
-        real_t *d = s->h_rows + r * C;
-        double acc = 0;
-        for (int i = 0; i < C; i++) {
-            d[i] = g[i] * w;
-            acc += (double)g[i] * v[i];
-        }
-        dw[(size_t)t * K + y->row_slot[r]] = acc;
-    }
-    tp_sum_dw(m, dw, R);
-    be->ops->upload(be, s->d_eout, s->h_rows, F * R * C);
+    be->ops->moe_combine_backward(be, s->d_eout, s->d_topw, dy, y->eout, y->b_topw, y->row_w, (int)R, K, C);
+    tp_sum_dw(m, s->d_topw, R);
     if (ep_size(m) > 1) ep_experts_backward(m, y, N);
     else experts_backward(m, y, y->start, 0, E);
-    // scatter d(xg) back to the tokens, experts ascending
-    be->ops->download(be, s->h_rows, s->d_xg, F * R * C);
-    memset(s->h_tok, 0, F * N * C);
-    for (size_t r = 0; r < R; r++) {
-        real_t *d = s->h_tok + (size_t)y->row_token[r] * C;
-        const real_t *v = s->h_rows + r * C;
-        for (int i = 0; i < C; i++) d[i] += v[i];
-    }
-    be->ops->upload(be, dx, s->h_tok, F * N * C);
+    be->ops->moe_gather_backward(be, dx, s->d_xg, y->tok_rows, N, K, C);
     tp_sum_dx(m, dx, (size_t)N * C);
-    // the router: d(logits) from d(weights) and the aux loss, then dx += d(logits) @ W_router
+    // the router: d(logits) from d(weights) and the aux loss, then dx += d(logits) @ W_router. The aux loss
+    // E * sum_e frac_e * mean_n(probs[n,e]) gives every token the same d(probs[n,e]) = aux_w * frac_e.
     int layers = 0;
     for (int i = 0; i < c->num_hidden_layers; i++) layers += s->layers[i].router >= 0;
     const double aux_w = c->output_router_logits
                              ? c->router_aux_loss_coef * aux_scale * E / ((double)layers * s->aux_tokens) : 0;
-    for (int n = 0; n < N; n++) route_backward(m, y, n, dw + (size_t)n * K, aux_w, N, s->h_dlogits);
-    free(dw);
-    be->ops->upload(be, s->d_logits, s->h_dlogits, F * (size_t)N * E);
+    if (aux_w > 0) {
+        for (int e = 0; e < E; e++) s->h_dprob[e] = aux_w * s->frac[e];
+        be->ops->upload(be, s->d_dprob, s->h_dprob, sizeof(double) * E);
+    }
+    be->ops->moe_route_backward(be, s->d_logits, s->d_topw, aux_w > 0 ? s->d_dprob : NULL, y->b_probs, y->b_sel,
+                                y->b_topw, N, E, K, c->norm_topk_prob);
     be->ops->matmul_backward(be, dx, grad(m, y->router), s->d_logits, x, param(m, y->router), N, C, E);
 }

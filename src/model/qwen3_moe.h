@@ -1,11 +1,12 @@
 // The sparse MoE block of Qwen3-MoE (transformers' Qwen3MoeSparseMoeBlock) and its load-balancing loss
 // (load_balancing_loss_func), forward and backward over the backend interface.
 //
-// Routing runs on the host: router logits (a backend matmul) are downloaded, softmax in fp32, top-k with
-// ties to the lower expert index (torch.topk, sorted), optional renormalisation. Tokens are gathered by
-// expert (experts ascending, tokens ascending within an expert), each expert's SwiGLU MLP runs as backend
-// matmuls on its rows, and the outputs are combined on the host in that fixed order (HF's index_add_ over
-// the experts hit, ascending), so results are bitwise reproducible.
+// Routing, gather and combine are backend ops (backend.h, "mixture of experts"): the router logits (a
+// backend matmul) -> softmax in fp32, top-k with ties to the lower expert index (torch.topk, sorted),
+// optional renormalisation. Only the selected experts come back to the host, which counts the rows per
+// expert and builds the index lists: tokens gathered by expert (experts ascending, tokens ascending within
+// an expert), each expert's SwiGLU MLP as backend matmuls on its rows, the outputs combined per token in
+// that fixed order (HF's index_add_ over the experts hit, ascending), so results are bitwise reproducible.
 //
 // The block keeps its own activations for every sparse layer (not subject to activation checkpointing:
 // a recomputed layer reuses them), allocated on the first forward of a larger batch.
@@ -30,3 +31,6 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
 double qwen3_moe_aux_loss(const qwen3_model *m);
 // Tokens routed to each expert by sparse layer l in the last forward (counts[num_experts]); -1 if l is dense.
 int qwen3_moe_expert_load(const qwen3_model *m, int l, int *counts);
+// The block output of sparse layer l in the last forward (before the residual add), recombined from the kept
+// expert outputs (bitwise the forward's), into out[N,C] (host); -1 if l is dense or no forward ran.
+int qwen3_moe_block_output(qwen3_model *m, int l, real_t *out);

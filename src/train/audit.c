@@ -2,6 +2,7 @@
 // that accept's audit compares tensor by tensor.
 #include "train/audit.h"
 #include "io/safetensors.h"
+#include "model/qwen3_moe.h"
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -59,12 +60,11 @@ static cJSON *tensor_stats(const qwen3_param_info *ti, const float *x, bool with
     return o;
 }
 
-// One activation's statistics: RMS, mean and max-abs over its N x C values (backend memory).
-static void add_act(cJSON *arr, pt_audit *au, qwen3_model *m, const char *name, int layer, const real_t *x, size_t n) {
-    m->be->ops->download(m->be, au->host, x, sizeof(float) * n);
+// RMS, mean and max-abs of n host values, as a new entry of arr.
+static cJSON *add_stats(cJSON *arr, const char *name, int layer, const float *x, size_t n) {
     double ss = 0, sum = 0, mx = 0;
     for (size_t i = 0; i < n; i++) {
-        const double v = au->host[i];
+        const double v = x[i];
         ss += v * v, sum += v;
         if (fabs(v) > mx) mx = fabs(v);
     }
@@ -75,6 +75,35 @@ static void add_act(cJSON *arr, pt_audit *au, qwen3_model *m, const char *name, 
     cJSON_AddNumberToObject(o, "mean", sum / (double)n);
     cJSON_AddNumberToObject(o, "max_abs", mx);
     cJSON_AddItemToArray(arr, o);
+    return o;
+}
+
+// One activation's statistics over its N x C values (backend memory).
+static void add_act(cJSON *arr, pt_audit *au, qwen3_model *m, const char *name, int layer, const real_t *x, size_t n) {
+    m->be->ops->download(m->be, au->host, x, sizeof(float) * n);
+    add_stats(arr, name, layer, au->host, n);
+}
+
+// A sparse layer, in forward order: the routing (tokens per expert, "load": a routing defect shows here first,
+// before any value moves), then the MoE block's output before the residual add.
+static void add_moe(cJSON *arr, pt_audit *au, qwen3_model *m, int l, size_t n) {
+    const int E = m->cfg.num_experts;
+    int *counts = pt_malloc(sizeof(int) * (size_t)E);
+    float *fc = pt_malloc(sizeof(float) * (size_t)E);
+    char name[96];
+    if (qwen3_moe_expert_load(m, l, counts) == 0) {
+        for (int e = 0; e < E; e++) fc[e] = (float)counts[e];
+        snprintf(name, sizeof name, "layers.%d.mlp.expert_load", l);
+        cJSON *o = add_stats(arr, name, l, fc, (size_t)E);
+        cJSON *load = cJSON_AddArrayToObject(o, "load");
+        for (int e = 0; e < E; e++) cJSON_AddItemToArray(load, cJSON_CreateNumber(counts[e]));
+    }
+    if (qwen3_moe_block_output(m, l, au->host) == 0) {
+        snprintf(name, sizeof name, "layers.%d.mlp", l);
+        add_stats(arr, name, l, au->host, n);
+    }
+    free(counts);
+    free(fc);
 }
 
 // The forward of the step's last micro-batch, in forward order; the norm outputs only where the layer keeps
@@ -95,6 +124,7 @@ static cJSON *forward_stats(pt_audit *au, pt_trainer *t, int row_len) {
         add_act(arr, au, m, name, l, a->res_mid, n);
         snprintf(name, sizeof name, "layers.%d.post_attention_layernorm", l);
         if (kept) add_act(arr, au, m, name, l, a->ln2, n);
+        if (m->moe && qwen3_layer_is_sparse(&m->cfg, l)) add_moe(arr, au, m, l, n);
         snprintf(name, sizeof name, "layers.%d.output", l);
         add_act(arr, au, m, name, l, l + 1 < L ? m->acts[l + 1].res_in : m->res_final, n);
     }

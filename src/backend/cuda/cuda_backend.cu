@@ -708,6 +708,99 @@ UNROLL
     }
 }
 
+// ------------------------------------------------------------ mixture of experts
+// backend.h's "mixture of experts" contracts, one thread per token (route, its backward) or per element
+// (gather, combine and their backwards), each output in cpu-ref's order: no atomics, so the results do not
+// depend on the launch shape.
+
+PT_KERNEL void moe_route_k(float *probs, int32_t *sel, float *topw, const float *logits, int N, int E, int K,
+                           int norm) {
+    EW_LOOP(n, (size_t)N) {
+        const float *z = logits + n * E;
+        float *p = probs + n * E, *w = topw + n * K;
+        int32_t *s = sel + n * K;
+        float mx = z[0], sum = 0.0f, tot = 0.0f;
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        for (int e = 0; e < E; e++) sum += p[e] = (float)exp((double)(z[e] - mx));
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= s[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;  // strict: a tie keeps the lower index
+            }
+            s[j] = best;
+            w[j] = p[best];
+            tot += w[j];
+        }
+        if (norm)
+            for (int j = 0; j < K; j++) w[j] /= tot;
+    }
+}
+
+PT_KERNEL void moe_route_bwd_k(float *dlogits, const double *dtopw, const double *dprob, const float *probs,
+                               const int32_t *sel, const float *topw, int N, int E, int K, int norm) {
+    EW_LOOP(n, (size_t)N) {
+        const float *p = probs + n * E, *w = topw + n * K;
+        const int32_t *s = sel + n * K;
+        const double *dw = dtopw + n * K;
+        double tot = 0, wdw = 0, pdp = 0;
+        for (int j = 0; j < K; j++) tot += p[s[j]];
+        for (int j = 0; j < K; j++) wdw += dw[j] * (double)w[j];
+        for (int pass = 0; pass < 2; pass++)
+            for (int e = 0; e < E; e++) {
+                double dp = dprob ? dprob[e] : 0.0;
+                for (int j = 0; j < K; j++)
+                    if (s[j] == e) dp += norm ? (dw[j] - wdw) / tot : dw[j];
+                if (pass == 0) pdp += (double)p[e] * dp;
+                else dlogits[n * E + e] = (float)((double)p[e] * (dp - pdp));
+            }
+    }
+}
+
+PT_KERNEL void moe_gather_k(float *out, const float *inp, const int32_t *idx, int R, int C) {
+    EW_LOOP(i, (size_t)R * C) out[i] = inp[(size_t)idx[i / C] * C + i % C];
+}
+
+PT_KERNEL void moe_gather_bwd_k(float *dinp, const float *drows, const int32_t *tok_rows, int N, int K, int C) {
+    EW_LOOP(i, (size_t)N * C) {
+        const size_t n = i / C, c = i % C;
+        float d = 0.0f;
+        for (int k = 0; k < K; k++) d += drows[(size_t)tok_rows[n * K + k] * C + c];
+        dinp[i] = d;
+    }
+}
+
+PT_KERNEL void moe_combine_k(float *out, const float *rows, const float *topw, const int32_t *row_w,
+                             const int32_t *tok_rows, int N, int K, int C) {
+    EW_LOOP(i, (size_t)N * C) {
+        const size_t n = i / C, c = i % C;
+        float o = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const int r = tok_rows[n * K + k];
+            const float scaled = rows[(size_t)r * C + c] * topw[row_w[r]];
+            o += scaled;
+        }
+        out[i] = o;
+    }
+}
+
+PT_KERNEL void moe_combine_bwd_k(float *drows, double *dtopw, const float *dout, const float *rows,
+                                 const float *topw, const int32_t *row_w, int R, int K, int C) {
+    EW_LOOP(r, (size_t)R) {
+        const int wi = row_w[r];
+        const float w = topw[wi], *g = dout + (size_t)(wi / K) * C, *v = rows + r * C;
+        float *d = drows + r * C;
+        double acc = 0;
+        for (int i = 0; i < C; i++) {
+            d[i] = g[i] * w;
+            acc += (double)g[i] * v[i];
+        }
+        dtopw[wi] = acc;
+    }
+}
+
 // ------------------------------------------------------------ SwiGLU, add, scale
 
 // silu as cpu-ref computes it: x / (1 + exp(-x)) in double, rounded once.
@@ -1124,6 +1217,43 @@ void cu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *d
     PT_LAUNCH(swiglu_bwd_k, ew_grid(n), EW, 0, S(be)->stream, dgate, dup, dout, gate, up, n);
     check_launch("swiglu_backward");
 }
+void cu_moe_route(pt_backend *be, float *probs, int32_t *sel, float *topw, const float *logits, int N, int E, int K,
+                  bool norm) {
+    if (N <= 0) return;
+    PT_LAUNCH(moe_route_k, ew_grid(N), EW, 0, S(be)->stream, probs, sel, topw, logits, N, E, K, (int)norm);
+    check_launch("moe_route");
+}
+void cu_moe_route_backward(pt_backend *be, float *dlogits, const double *dtopw, const double *dprob,
+                           const float *probs, const int32_t *sel, const float *topw, int N, int E, int K, bool norm) {
+    if (N <= 0) return;
+    PT_LAUNCH(moe_route_bwd_k, ew_grid(N), EW, 0, S(be)->stream, dlogits, dtopw, dprob, probs, sel, topw, N, E, K,
+              (int)norm);
+    check_launch("moe_route_backward");
+}
+void cu_moe_gather(pt_backend *be, float *out, const float *inp, const int32_t *idx, int R, int C) {
+    if (R <= 0) return;
+    PT_LAUNCH(moe_gather_k, ew_grid((size_t)R * C), EW, 0, S(be)->stream, out, inp, idx, R, C);
+    check_launch("moe_gather");
+}
+void cu_moe_gather_backward(pt_backend *be, float *dinp, const float *drows, const int32_t *tok_rows, int N, int K,
+                            int C) {
+    if (N <= 0) return;
+    PT_LAUNCH(moe_gather_bwd_k, ew_grid((size_t)N * C), EW, 0, S(be)->stream, dinp, drows, tok_rows, N, K, C);
+    check_launch("moe_gather_backward");
+}
+void cu_moe_combine(pt_backend *be, float *out, const float *rows, const float *topw, const int32_t *row_w,
+                    const int32_t *tok_rows, int N, int K, int C) {
+    if (N <= 0) return;
+    PT_LAUNCH(moe_combine_k, ew_grid((size_t)N * C), EW, 0, S(be)->stream, out, rows, topw, row_w, tok_rows, N, K,
+              C);
+    check_launch("moe_combine");
+}
+void cu_moe_combine_backward(pt_backend *be, float *drows, double *dtopw, const float *dout, const float *rows,
+                             const float *topw, const int32_t *row_w, int R, int K, int C) {
+    if (R <= 0) return;
+    PT_LAUNCH(moe_combine_bwd_k, ew_grid(R), EW, 0, S(be)->stream, drows, dtopw, dout, rows, topw, row_w, R, K, C);
+    check_launch("moe_combine_backward");
+}
 void cu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
     if (!n) return;
     PT_LAUNCH(add_k, ew_grid(n), EW, 0, S(be)->stream, out, a, b, n);
@@ -1325,6 +1455,12 @@ static const pt_backend_ops cuda_ops = {
     .swiglu_backward = cu_swiglu_backward,
     .add = cu_add,
     .lm_head_xent = cu_lm_head_xent,
+    .moe_route = cu_moe_route,
+    .moe_route_backward = cu_moe_route_backward,
+    .moe_gather = cu_moe_gather,
+    .moe_gather_backward = cu_moe_gather_backward,
+    .moe_combine = cu_moe_combine,
+    .moe_combine_backward = cu_moe_combine_backward,
     .sum_squares = cu_sum_squares,
     .scale = cu_scale,
     .adamw = cu_adamw,
