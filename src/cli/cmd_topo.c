@@ -282,6 +282,12 @@ static void print_layout(const topo_opts *t, const qwen3_config *cfg, const pt_m
            "heads, %d intermediate, %d vocab rows\n", cfg->num_hidden_layers, cfg->hidden_size,
            cfg->num_attention_heads, cfg->num_key_value_heads, cfg->intermediate_size, cfg->vocab_size,
            lc->num_attention_heads, lc->num_key_value_heads, lc->intermediate_size, lc->vocab_size);
+    if (cfg->moe) {
+        int sparse = 0;
+        for (int l = 0; l < cfg->num_hidden_layers; l++) sparse += qwen3_layer_is_sparse(cfg, l);
+        printf("moe: %d sparse layers, %d experts, %d per token, expert intermediate %d (%d per TP rank)\n", sparse,
+               cfg->num_experts, cfg->num_experts_per_tok, cfg->moe_intermediate_size, lc->moe_intermediate_size);
+    }
     printf("\nnodes:\n");
     for (int i = 0; i < h->n; i++) {
         int lo = -1, hi = -1;
