@@ -275,39 +275,58 @@ void pt_plan_free(pt_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+// The EP token all-to-all of one micro-batch (see pt_step_bytes): the exact part and the bytes per row received.
+static void ep_alltoall_bytes(const pt_plan *p, const pt_mesh *mesh, long N, int accum, pt_step_bytes *out) {
+    const qwen3_config *g = &p->global;
+    int sparse = 0;
+    for (int l = 0; l < g->num_hidden_layers; l++) sparse += qwen3_layer_is_sparse(g, l);
+    const double f4 = sizeof(float), K = g->num_experts_per_tok, El = g->num_experts / mesh->ep;
+    const double row = g->hidden_size * f4, R = (double)N * K, per = (double)accum * sparse;
+    out->ep_alltoall_min = per * (g->num_experts * sizeof(int32_t) + 2 * R * row);  // counts, rows out (fwd, bwd)
+    out->ep_alltoall = out->ep_alltoall_min + per * 2 * R * row;                       // N x K rows back, twice
+    out->ep_alltoall_max = out->ep_alltoall_min + per * 2 * mesh->ep * (double)N * PT_MIN(K, El) * row;
+}
+
 void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long N, int accum, int recomputed_layers,
                         pt_step_bytes *out) {
     memset(out, 0, sizeof *out);
-    const int L = p->global.num_hidden_layers, C = p->global.hidden_size, tied = p->global.tie_word_embeddings;
+    const int L = p->global.num_hidden_layers, C = p->global.hidden_size, sharded = pt_plan_sharded(p);
     const double f4 = sizeof(float);
     if (mesh->tp > 1) {
-        // per micro-batch: embedding + 2 per layer forward; lm_head + 2 per layer backward
+        // per micro-batch: embedding + 2 per layer forward; lm_head + 2 per layer backward (a sparse layer's
+        // expert output and its d(x) are TP-summed like the dense MLP's)
         out->tp_allreduce = accum * 2.0 * (1 + 2 * L) * (double)N * C * f4;
         // activation checkpointing: a recomputed (FULL) layer repeats its attention block in backward,
         // o_proj's all-reduce included (the MLP's output is not recomputed)
         out->tp_allreduce += accum * (double)recomputed_layers * N * C * f4;
-        // q_norm/k_norm gradients: once per micro-batch per layer (fsdp) or once per step
+        // q_norm/k_norm gradients: once per micro-batch per layer (sharded) or once per step
         double qk = 0;
         for (int i = 0; i < p->nt; i++)
             if (p->t[i].tp_partial_grad) qk += (double)p->t[i].lshape[0] * p->t[i].lshape[1];
-        out->tp_allreduce += (mesh->fsdp > 1 ? accum : 1) * qk * f4;
+        out->tp_allreduce += (sharded ? accum : 1) * qk * f4;
         // vocabulary-parallel cross-entropy: 3 doubles per row per rank, forward
         out->tp_allgather = accum * (double)mesh->tp * N * 3 * sizeof(double);
     }
-    if (mesh->fsdp > 1) {
+    if (sharded) {  // under EP with fsdp 1 the units are gathered over a group of one (counted all the same)
         const double F = mesh->fsdp;
+        // the units' shards (never the EP-owned experts, stored after them); layers differ in a Qwen3-MoE
+        // model (dense and sparse ones)
         double layers = 0;
         for (int u = 1; u <= L; u++) layers += p->unit_shard_cnt[u];
-        const double emb = p->unit_shard_cnt[0], head = p->unit_shard_cnt[L + 1], layer = layers / L;
+        const double emb = p->unit_shard_cnt[0], head = p->unit_shard_cnt[L + 1], first = p->unit_shard_cnt[1],
+                     last = p->unit_shard_cnt[L];
         // Each slot keeps its unit until another replaces it (or the update
-        // invalidates it): step 1st micro-batch: embed, L layers, head forward,
-        // L-1 layers backward; later micro-batches: L-1 layers each way.
-        double gathered = emb + head + layers + (L - 1) * layer + (accum - 1) * 2.0 * (L - 1) * layer;
+        // invalidates it): step 1st micro-batch: embed, layers 1..L, head forward,
+        // layers L-1..1 backward; later micro-batches: layers 2..L forward, L-1..1 backward.
+        double gathered = emb + head + layers + (layers - last) + (accum - 1) * (2 * layers - first - last);
         out->fsdp_allgather = F * gathered * f4;
         out->fsdp_reduce_scatter = accum * F * (emb + head + layers) * f4;
-        (void)tied;
     }
-    if (mesh->dp > 1) out->dp_allreduce = (double)p->shard_numel * f4;
+    // the experts' gradients are summed over the data ranks owning the same experts, the rest over dp
+    const size_t shared = p->ep > 1 ? p->expert_offset : p->shard_numel;
+    if (mesh->dp > 1) out->dp_allreduce = (double)shared * f4;
+    if (p->ep > 1 && mesh->fsdp * mesh->dp / p->ep > 1) out->ep_allreduce = (double)(p->shard_numel - shared) * f4;
+    if (p->ep > 1) ep_alltoall_bytes(p, mesh, N, accum, out);
 }
 
 int pt_plan_unit_direct(const pt_plan *p, int unit) {

@@ -101,8 +101,21 @@ int pt_plan_unit_direct(const pt_plan *p, int unit);
 // units), by group: predicted from the plan, the local batch (rows x seq
 // tokens per micro-batch), the accumulation steps and the number of layers
 // activation checkpointing recomputes in backward (QWEN3_AC_FULL layers).
+//
+// Expert parallelism: ep_allreduce sums the owned experts' gradients over the
+// data ranks that own the same experts (counted as allreduce). The token
+// all-to-all depends on routing: per sparse layer and micro-batch a rank sends
+// the routed counts (E int32), its N x K rows out and, in backward, their
+// gradients out (exact), and the rows its experts received back, twice (forward
+// outputs, backward d(x)). ep_alltoall is the expectation under uniform routing
+// (each row on EP rank e with probability 1/ep: N x K rows received); it is
+// also exactly the mean over an EP group's ranks, whose received rows sum to
+// what they sent. ep_alltoall_min is the routing-independent part (nothing
+// received), ep_alltoall_max the worst case (every rank of the group sends this
+// rank min(K, E/ep) rows per token).
 typedef struct {
     double tp_allreduce, tp_allgather, fsdp_allgather, fsdp_reduce_scatter, dp_allreduce;
+    double ep_allreduce, ep_alltoall, ep_alltoall_min, ep_alltoall_max;
 } pt_step_bytes;
 void pt_plan_step_bytes(const pt_plan *p, const pt_mesh *mesh, long tokens_per_micro, int accum,
                         int recomputed_layers, pt_step_bytes *out);

@@ -386,7 +386,14 @@ static size_t carve_activations(qwen3_model *m, int B, int T, size_t S, uintptr_
     return used;
 }
 
-size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every) {
+// The sparse blocks' own buffers (host and backend), allocated on their first forward of B x T tokens.
+static size_t moe_buffer_bytes(const qwen3_config *cfg, int B, int T, int ep) {
+    size_t host, backend;
+    qwen3_moe_buffer_bytes(cfg, B * T, ep, &host, &backend);
+    return host + backend;
+}
+
+size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every, int ep) {
     qwen3_model m;
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
@@ -394,7 +401,7 @@ size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, i
     m.ac_every = ac_every > 0 ? ac_every : 1;
     const size_t used = carve_activations(&m, B, T, S, 0);
     free(m.acts);
-    return used * sizeof(real_t);
+    return used * sizeof(real_t) + moe_buffer_bytes(cfg, B, T, ep);
 }
 
 int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
@@ -410,8 +417,9 @@ int qwen3_alloc_activations(qwen3_model *m, int B, int T) {
     const qwen3_config *c = &m->cfg;
     const size_t N = (size_t)B * T, H = c->num_attention_heads, D = c->head_dim;
     const size_t S = be->ops->attention_saved_floats(be, B, T, (int)H, (int)D);
-    m->act_bytes = carve_activations(m, B, T, S, 0) * sizeof(real_t);
-    m->act_memory = be->ops->alloc(be, m->act_bytes);
+    const size_t carved = carve_activations(m, B, T, S, 0) * sizeof(real_t);
+    m->act_memory = be->ops->alloc(be, carved);
+    m->act_bytes = carved + moe_buffer_bytes(c, B, T, m->par && m->par->ep_size > 1 ? m->par->ep_size : 1);
     carve_activations(m, B, T, S, (uintptr_t)m->act_memory);
     m->ids = be->ops->alloc(be, sizeof(int32_t) * N);
     m->targets = be->ops->alloc(be, sizeof(int32_t) * N);

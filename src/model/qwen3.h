@@ -123,7 +123,7 @@ struct qwen3_model {
     // backward scratch
     real_t *d_res, *d_ln, *d_q, *d_k, *d_v, *d_att, *d_qn, *d_kn, *d_gate, *d_up, *d_act;
     real_t *act_memory;           // the single activation allocation
-    size_t act_bytes;
+    size_t act_bytes;             // its bytes + the MoE blocks' buffers (qwen3_activation_bytes)
     int32_t *host_ids, *host_targets;  // [N] host scratch: ids mapped into the vocabulary shard
     int ac_policy, ac_every;      // activation checkpointing (qwen3_set_activation_checkpointing)
     // Precision bf16 (qwen3_set_precision): `params` stay the fp32 master
@@ -181,8 +181,10 @@ void qwen3_alloc_grads(qwen3_model *m);
 // Allocates activations for batches up to B x T (re-allocates when larger).
 int qwen3_alloc_activations(qwen3_model *m, int B, int T);
 // Bytes of that activation allocation (S = the backend's attention_saved_floats) under an activation
-// checkpointing policy (QWEN3_AC_*, every: SELECTIVE's layer frequency): the same carving as the allocation.
-size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every);
+// checkpointing policy (QWEN3_AC_*, every: SELECTIVE's layer frequency): the same carving as the allocation,
+// plus a Qwen3-MoE model's sparse-block buffers for B x T tokens under expert parallelism over ep ranks (1:
+// none; they are allocated on the first forward, host and backend together). m->act_bytes is the same sum.
+size_t qwen3_activation_bytes(const qwen3_config *cfg, int B, int T, size_t S, int ac_policy, int ac_every, int ep);
 const qwen3_param_info *qwen3_find_tensor(const qwen3_model *m, const char *name);
 // Whether a tensor gets weight decay (HF Trainer: not norms or biases).
 int qwen3_tensor_decays(const qwen3_param_info *t);

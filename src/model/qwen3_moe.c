@@ -137,6 +137,25 @@ static void ensure_buffers(qwen3_model *m, int N) {
     s->cap_N = N;
 }
 
+// The bytes ensure_buffers allocates for N tokens on an EP group of ep ranks (1: none), on the host and on
+// the backend: the same sizes, so that qwen3_activation_bytes (and `portatrain topo`) count what a run holds.
+void qwen3_moe_buffer_bytes(const qwen3_config *c, int N, int ep, size_t *host, size_t *backend) {
+    const size_t E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size, I = c->moe_intermediate_size,
+                 R = (size_t)N * K * (ep > 1 ? ep : 1), F = sizeof(real_t), I4 = sizeof(int32_t);
+    size_t layers = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) layers += c->moe && qwen3_layer_is_sparse(c, l);
+    *host = *backend = 0;
+    if (!layers) return;
+    // per sparse layer: probs, sel, topw, row_token, row_slot, start (+ ep_cnt, ep_start); logits, xg,
+    // gate, up, act, eout
+    *host = layers * (F * N * E + I4 * R + F * R + 2 * I4 * R + I4 * (E + 1) + (ep > 1 ? I4 * (2 * E + 1) : 0));
+    *backend = layers * (F * N * E + 2 * F * R * C + 3 * F * R * I);
+    // shared: ep_h1, ep_h2; h_rows, h_rows2, h_tok, h_dlogits; d_eout, d_act, d_gate, d_up, d_xg, d_logits
+    const size_t rows = R > (size_t)N ? R : (size_t)N;
+    *host += (ep > 1 ? 2 * sizeof(float) * R * C : 0) + 2 * F * rows * C + F * (size_t)N * C + F * (size_t)N * E;
+    *backend += 2 * F * R * C + 3 * F * R * I + F * (size_t)N * E;
+}
+
 // The tensor's views: the model's own buffers, or the ones a parallel runtime bound (qwen3_bind_unit).
 static real_t *param(const qwen3_model *m, int tensor) { return m->tparams[tensor]; }
 static real_t *grad(const qwen3_model *m, int tensor) { return m->tgrads[tensor]; }

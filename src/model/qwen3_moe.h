@@ -15,6 +15,9 @@
 
 typedef struct qwen3_moe qwen3_moe;
 
+// Bytes of the block's own buffers for N tokens per forward under expert parallelism over ep ranks (1:
+// none), on the host and on the backend: every sparse layer's routing and activations and the shared scratch.
+void qwen3_moe_buffer_bytes(const qwen3_config *c, int N, int ep, size_t *host, size_t *backend);
 // Called by qwen3_create for a config with moe set.
 int qwen3_moe_create(qwen3_model *m);
 void qwen3_moe_free(qwen3_model *m);
