@@ -1,8 +1,8 @@
 // Golden parity of Qwen3-MoE against Hugging Face transformers (fixtures written by tools/hf_moe_golden.py):
 // logits, the loss with the load-balancing term, and every parameter gradient, for norm_topk_prob true and
 // false, within test_golden.c's bounds, on every backend of the build (routing, gather and combine are
-// backend ops); precision bf16 against HF's bf16 model on every backend (check_bf16); bitwise reproducibility; the config and weights written back and read again; one-line errors
-// for bad MoE fields.
+// backend ops); precision bf16 against HF's bf16 model on every backend (check_bf16); bitwise
+// reproducibility; the config and weights written back and read again; one-line errors for bad MoE fields.
 #include "backend/backend.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
