@@ -262,6 +262,42 @@ static void check_bf16(const char *backend) {
     free(p32); free(p16); free(dir); free(bdir);
 }
 
+// The bf16 rounding inside moe_combine and moe_gather_backward (backend.h "bf16"), which the golden's
+// tolerances cannot isolate: one token, K = 4 rows [1, 2^-9, 2^-9, 2^-9] (weights 1). The combine adds in k
+// order, rounding each partial sum: 1 stays 1. The gather's backward adds from the last row: 3 x 2^-9 exact,
+// then 1 + 3 x 2^-9 rounded to 1 + 2^-7 (in k order it would stay 1). Without bf16_casts: 1 + 3 x 2^-9.
+static void check_bf16_sums(const char *backend) {
+    pt_backend *be = pt_backend_create(backend);
+    if (!be) {
+        pt_clear_error();
+        return;
+    }
+    const float h_rows[4] = {1.0f, 0x1p-9f, 0x1p-9f, 0x1p-9f}, h_w[4] = {1, 1, 1, 1};
+    const int32_t h_idx[4] = {0, 1, 2, 3};
+    real_t *rows = be->ops->alloc(be, sizeof h_rows), *w = be->ops->alloc(be, sizeof h_w);
+    real_t *out = be->ops->alloc(be, sizeof(real_t));
+    int32_t *idx = be->ops->alloc(be, sizeof h_idx);
+    be->ops->upload(be, rows, h_rows, sizeof h_rows);
+    be->ops->upload(be, w, h_w, sizeof h_w);
+    be->ops->upload(be, idx, h_idx, sizeof h_idx);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        be->bf16_casts = bf16;
+        const float want = bf16 ? 1.0f : 1.0f + 3 * 0x1p-9f, want_bwd = bf16 ? 1.0f + 0x1p-7f : want;
+        float got;
+        be->ops->moe_combine(be, out, rows, w, idx, idx, 1, 4, 1);
+        be->ops->download(be, &got, out, sizeof got);
+        CHECK(got == want, "[%s] moe_combine with bf16_casts %d: %.9g, want %.9g", backend, bf16, got, want);
+        be->ops->moe_gather_backward(be, out, rows, idx, 1, 4, 1);
+        be->ops->download(be, &got, out, sizeof got);
+        CHECK(got == want_bwd, "[%s] moe_gather_backward with bf16_casts %d: %.9g, want %.9g", backend, bf16, got,
+              want_bwd);
+    }
+    be->bf16_casts = false;
+    void *bufs[] = {rows, w, out, idx};
+    for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->ops->free(be, bufs[i]);
+    pt_backend_destroy(be);
+}
+
 // A bad MoE field: refused in one line naming it.
 static void check_bad_config(const char *patch_key, const char *value, const char *want) {
     char *path = test_source_path("tests/fixtures/golden_moe/norm/config.json");
@@ -288,6 +324,7 @@ int main(void) {
         check_variant("norm", backends[i]);
         check_variant("nonorm", backends[i]);
         check_bf16(backends[i]);
+        check_bf16_sums(backends[i]);
     }
     check_bad_config("num_experts_per_tok", "9", "num_experts_per_tok");
     check_bad_config("num_local_experts", "\"8\"", "num_local_experts");
