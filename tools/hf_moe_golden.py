@@ -35,7 +35,9 @@ expected.safetensors (F32 unless noted):
                         per expert: gate_up_proj[e][:16] -> gate_proj, [16:] -> up_proj).
 bf16/expected.safetensors: the same names from the bf16 model (logits the bf16 values as F32; ce, aux and loss
   HF's fp32 reductions of them; every gradient a bf16 tensor, as F32), plus logits_fp32 (norm/'s logits) and
-  logits_eager (the bf16 model with eager attention: how far HF's own two attention paths are apart).
+  logits_eager (the bf16 model with eager attention: how far HF's own two attention paths are apart), and
+  block.*: layer 1's sparse block alone in bf16 on x [32,32] (randn, generator seed 99, rounded) with
+  d(out) dy = bf16(0.01 randn): block.y, block.dx, block.grad.gate (router) and block.grad.E.{gate,up,down}_proj.
 """
 import argparse
 import json
@@ -155,6 +157,23 @@ def run_bf16(outdir):
                                                 experts_implementation="eager")
     with torch.no_grad():
         exp["logits_eager"] = eager(input_ids=ids).logits.float().contiguous()
+    save_file(exp, os.path.join(d, "expected.safetensors"))
+    # The sparse block of layer 1 alone on fixed bf16 inputs: routing, experts and combine without the
+    # attention's rounding noise upstream (no load-balancing term: it lives at the model level).
+    block = Qwen3MoeForCausalLM.from_pretrained(src, dtype=torch.bfloat16, experts_implementation="eager")
+    block = block.model.layers[1].mlp
+    g = torch.Generator().manual_seed(99)
+    x = torch.randn(B * T, 32, generator=g).to(torch.bfloat16).requires_grad_(True)
+    dy = (0.01 * torch.randn(B * T, 32, generator=g)).to(torch.bfloat16)
+    y = block(x.view(B, T, 32)).view(B * T, 32)
+    y.backward(dy)
+    exp.update({"block.x": x.detach().float(), "block.dy": dy.float(), "block.y": y.detach().float(),
+                "block.dx": x.grad.float(), "block.grad.gate": block.gate.weight.grad.float().contiguous()})
+    for e in range(8):
+        gu = block.experts.gate_up_proj.grad[e].float()
+        exp[f"block.grad.{e}.gate_proj"] = gu[:I_MOE].contiguous()
+        exp[f"block.grad.{e}.up_proj"] = gu[I_MOE:].contiguous()
+        exp[f"block.grad.{e}.down_proj"] = block.experts.down_proj.grad[e].float().contiguous()
     save_file(exp, os.path.join(d, "expected.safetensors"))
     err = (out.logits.float() - logits_fp32).abs()
     print(f"[bf16] ce {ce.item():.8f} aux {out.aux_loss.item():.8f} loss {loss.item():.8f} "
