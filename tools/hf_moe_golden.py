@@ -3,13 +3,16 @@
 
 Regenerate (from the repository root):
 
-    /work/venv-tt/bin/python tools/hf_moe_golden.py              # tests/fixtures/golden_moe/{norm,nonorm}/
+    /work/venv-tt/bin/python tools/hf_moe_golden.py              # tests/fixtures/golden_moe/{norm,nonorm,bf16}/
     /work/venv-tt/bin/python tools/hf_moe_golden.py --out /tmp/g # somewhere else (e.g. to diff)
 
 Needs torch, transformers (Qwen3MoeForCausalLM) and safetensors; the committed fixtures were made with the
 versions recorded in each variant's versions.json, on the CPU with one thread and deterministic algorithms.
 
-Variants  "norm" (norm_topk_prob true, seed 4321) and "nonorm" (norm_topk_prob false, seed 8765).
+Variants  "norm" (norm_topk_prob true, seed 4321) and "nonorm" (norm_topk_prob false, seed 8765); "bf16": the
+          "norm" model loaded with from_pretrained(dtype=torch.bfloat16) (its weights rounded to bf16, nearest
+          even), the default sdpa attention and experts_implementation "eager" (the per-expert loop with
+          index_add_ into a bf16 zeros tensor); bf16/ holds expected.safetensors only (the model is norm/'s).
 Config    Qwen3MoeConfig: vocab_size 128, hidden_size 32, intermediate_size 48 (the dense layer),
           moe_intermediate_size 16, num_hidden_layers 3, mlp_only_layers [0] (layer 0 dense, layers 1 and 2
           sparse), num_experts 8, num_experts_per_tok 2, output_router_logits true, router_aux_loss_coef 0.1
@@ -30,6 +33,11 @@ expected.safetensors (F32 unless noted):
   loss      [1]         ce + router_aux_loss_coef * aux (HF's loss with labels).
   grad.<name>           d loss / d param for every name of model.safetensors (fused expert gradients split
                         per expert: gate_up_proj[e][:16] -> gate_proj, [16:] -> up_proj).
+bf16/expected.safetensors: the same names from the bf16 model (logits the bf16 values as F32; ce, aux and loss
+  HF's fp32 reductions of them; every gradient a bf16 tensor, as F32), plus logits_fp32 (norm/'s logits) and
+  logits_eager (the bf16 model with eager attention: how far HF's own two attention paths are apart), and
+  block.*: layer 1's sparse block alone in bf16 on x [32,32] (randn, generator seed 99, rounded) with
+  d(out) dy = bf16(0.01 randn): block.y, block.dx, block.grad.gate (router) and block.grad.E.{gate,up,down}_proj.
 """
 import argparse
 import json
@@ -121,6 +129,58 @@ def run_variant(name, norm, seed, outdir):
     print(f"[{name}] ce {ce.item():.8f} aux {out.aux_loss.item():.8f} loss {loss.item():.8f}")
 
 
+def run_bf16(outdir):
+    """The "norm" model in bf16 on the same inputs (norm/ must have been written first)."""
+    src, d = os.path.join(outdir, "norm"), os.path.join(outdir, "bf16")
+    os.makedirs(d, exist_ok=True)
+    model = Qwen3MoeForCausalLM.from_pretrained(src, dtype=torch.bfloat16, attn_implementation="sdpa",
+                                                experts_implementation="eager")
+    assert model.config._experts_implementation == "eager"
+    with safe_open(os.path.join(src, "expected.safetensors"), "pt") as f:
+        ids, labels = f.get_tensor("input_ids").long(), f.get_tensor("labels").long()
+        logits_fp32 = f.get_tensor("logits")
+    model.train()
+    model.zero_grad()
+    out = model(input_ids=ids, output_router_logits=True)
+    ce = F.cross_entropy(out.logits.float().view(-1, V), labels.view(-1), ignore_index=-100)
+    loss = ce + COEF * out.aux_loss.float()
+    loss.backward()
+    exp = {"input_ids": ids.to(torch.int32), "labels": labels.to(torch.int32),
+           "logits": out.logits.detach().float().contiguous(), "logits_fp32": logits_fp32,
+           "ce": ce.detach().reshape(1), "aux": out.aux_loss.detach().float().reshape(1),
+           "loss": loss.detach().float().reshape(1)}
+    exp.update({k: v.float() for k, v in per_expert_grads(model).items()})
+    with open(os.path.join(d, "versions.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "transformers": transformers.__version__,
+                   "safetensors": safetensors.__version__, "numpy": np.__version__}, f, indent=2)
+    eager = Qwen3MoeForCausalLM.from_pretrained(src, dtype=torch.bfloat16, attn_implementation="eager",
+                                                experts_implementation="eager")
+    with torch.no_grad():
+        exp["logits_eager"] = eager(input_ids=ids).logits.float().contiguous()
+    save_file(exp, os.path.join(d, "expected.safetensors"))
+    # The sparse block of layer 1 alone on fixed bf16 inputs: routing, experts and combine without the
+    # attention's rounding noise upstream (no load-balancing term: it lives at the model level).
+    block = Qwen3MoeForCausalLM.from_pretrained(src, dtype=torch.bfloat16, experts_implementation="eager")
+    block = block.model.layers[1].mlp
+    g = torch.Generator().manual_seed(99)
+    x = torch.randn(B * T, 32, generator=g).to(torch.bfloat16).requires_grad_(True)
+    dy = (0.01 * torch.randn(B * T, 32, generator=g)).to(torch.bfloat16)
+    y = block(x.view(B, T, 32)).view(B * T, 32)
+    y.backward(dy)
+    exp.update({"block.x": x.detach().float(), "block.dy": dy.float(), "block.y": y.detach().float(),
+                "block.dx": x.grad.float(), "block.grad.gate": block.gate.weight.grad.float().contiguous()})
+    for e in range(8):
+        gu = block.experts.gate_up_proj.grad[e].float()
+        exp[f"block.grad.{e}.gate_proj"] = gu[:I_MOE].contiguous()
+        exp[f"block.grad.{e}.up_proj"] = gu[I_MOE:].contiguous()
+        exp[f"block.grad.{e}.down_proj"] = block.experts.down_proj.grad[e].float().contiguous()
+    save_file(exp, os.path.join(d, "expected.safetensors"))
+    err = (out.logits.float() - logits_fp32).abs()
+    print(f"[bf16] ce {ce.item():.8f} aux {out.aux_loss.item():.8f} loss {loss.item():.8f} "
+          f"logits vs fp32 max {err.max().item():.4f} mean {err.mean().item():.5f}, sdpa vs eager max "
+          f"{(out.logits.float() - exp['logits_eager']).abs().max().item():.4f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "golden_moe"))
@@ -129,6 +189,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     run_variant("norm", True, 4321, args.out)
     run_variant("nonorm", False, 8765, args.out)
+    run_bf16(args.out)
 
 
 if __name__ == "__main__":

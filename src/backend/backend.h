@@ -163,14 +163,23 @@ typedef struct pt_backend_ops {
     // fp32; sums accumulate in fp32 as on bf16 units). The model rounds each op's
     // output where Hugging Face's bf16 Qwen3 holds a bf16 tensor. With
     // be->bf16_casts set, the kernels whose PyTorch counterpart rounds INSIDE the
-    // op round there too (backward kernels never do; the model rounds their
-    // activation gradients, weight gradients stay fp32):
+    // op round there too (the other backward kernels never do; the model
+    // rounds their activation gradients, weight gradients stay fp32):
     //   rmsnorm_forward: out = bf16(w * bf16(inp * rstd))        (rstd in fp32)
     //   rope_forward:    out = bf16(bf16(x * cos) + bf16(rot(x) * sin))
     //   swiglu_forward:  out = bf16(bf16(silu(gate)) * up)
     //   lm_head_xent:    logits rounded to bf16 before the fp32 softmax/loss
     //                    (HF: logits.float()); d(logits) rounded to bf16 before
     //                    both matmuls of the backward.
+    //   moe_combine:     each product rounded to bf16 and the running sum
+    //                    rounded after each add (HF: index_add_ of the bf16
+    //                    product into a bf16 zeros tensor, expert by expert).
+    //   moe_combine_backward: drows = bf16(w * dout); dtopw = bf16 of the sum
+    //                    (in double) of the products dout[c] * rows[c], each
+    //                    rounded to bf16 (autograd's bf16 mul, then its sum).
+    //   moe_gather_backward: the K rows added from the LAST (k = K-1) to the
+    //                    first, each partial sum rounded (autograd accumulates
+    //                    the experts' bf16 gradients, the highest expert first).
     // dst[i] = src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN,
     // +-inf stay), in fp32 storage. dst may alias src.
     void (*round_bf16)(pt_backend *be, real_t *dst, const real_t *src, size_t n);

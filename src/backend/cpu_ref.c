@@ -488,21 +488,24 @@ void pt_ref_moe_gather(pt_backend *be, real_t *out, const real_t *inp, const int
 
 void pt_ref_moe_gather_backward(pt_backend *be, real_t *dinp, const real_t *drows, const int32_t *tok_rows, int N,
                                 int K, int C) {
-    (void)be;
+    const bool bf16 = be->bf16_casts;
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         real_t *d = dinp + (size_t)n * C;
         memset(d, 0, sizeof(real_t) * C);
-        for (int k = 0; k < K; k++) {
+        for (int j = 0; j < K; j++) {
+            const int k = bf16 ? K - 1 - j : j;  // bf16: autograd's bf16 sum, the highest expert first
             const real_t *v = drows + (size_t)tok_rows[(size_t)n * K + k] * C;
-            for (int i = 0; i < C; i++) d[i] += v[i];
+            if (bf16)
+                for (int i = 0; i < C; i++) d[i] = RB(d[i] + v[i]);
+            else
+                for (int i = 0; i < C; i++) d[i] += v[i];
         }
     }
 }
 
 void pt_ref_moe_combine(pt_backend *be, real_t *out, const real_t *rows, const real_t *topw, const int32_t *row_w,
                         const int32_t *tok_rows, int N, int K, int C) {
-    (void)be;
 #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         real_t *o = out + (size_t)n * C;
@@ -510,26 +513,37 @@ void pt_ref_moe_combine(pt_backend *be, real_t *out, const real_t *rows, const r
         for (int k = 0; k < K; k++) {
             const int r = tok_rows[(size_t)n * K + k];
             const real_t w = topw[row_w[r]], *v = rows + (size_t)r * C;
-            for (int i = 0; i < C; i++) {
-                const real_t scaled = v[i] * w;
-                o[i] += scaled;
-            }
+            if (be->bf16_casts)  // HF's index_add_ into a bf16 tensor
+                for (int i = 0; i < C; i++) o[i] = RB(o[i] + RB(v[i] * w));
+            else
+                for (int i = 0; i < C; i++) {
+                    const real_t scaled = v[i] * w;
+                    o[i] += scaled;
+                }
         }
     }
 }
 
 void pt_ref_moe_combine_backward(pt_backend *be, real_t *drows, double *dtopw, const real_t *dout, const real_t *rows,
                                  const real_t *topw, const int32_t *row_w, int R, int K, int C) {
-    (void)be;
+    const bool bf16 = be->bf16_casts;
 #pragma omp parallel for
     for (int r = 0; r < R; r++) {
         const real_t w = topw[row_w[r]];
         const real_t *g = dout + (size_t)(row_w[r] / K) * C, *v = rows + (size_t)r * C;
         real_t *d = drows + (size_t)r * C;
         double acc = 0;
-        for (int i = 0; i < C; i++) {
-            d[i] = g[i] * w;
-            acc += (double)g[i] * v[i];
+        if (bf16) {
+            for (int i = 0; i < C; i++) {
+                d[i] = RB(g[i] * w);
+                acc += RB(g[i] * v[i]);
+            }
+            acc = RB(acc);
+        } else {
+            for (int i = 0; i < C; i++) {
+                d[i] = g[i] * w;
+                acc += (double)g[i] * v[i];
+            }
         }
         dtopw[row_w[r]] = acc;
     }

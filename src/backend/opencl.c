@@ -650,6 +650,7 @@ static void ocl_moe_gather_backward(pt_backend *be, real_t *dinp, const real_t *
     cl_kernel k = moe_kernel(o, K_MOE_GATHER_BWD);
     argl a = {k, 0, o};
     a_ptr(&a, dinp); a_ptr(&a, drows); a_ptr(&a, tok_rows); a_int(&a, N); a_int(&a, K); a_int(&a, C);
+    a_int(&a, be->bf16_casts);
     launch1(o, k, (size_t)N * C, 64);
 }
 
@@ -659,7 +660,7 @@ static void ocl_moe_combine(pt_backend *be, real_t *out, const real_t *rows, con
     cl_kernel k = moe_kernel(o, K_MOE_COMBINE);
     argl a = {k, 0, o};
     a_ptr(&a, out); a_ptr(&a, rows); a_ptr(&a, topw); a_ptr(&a, row_w); a_ptr(&a, tok_rows);
-    a_int(&a, N); a_int(&a, K); a_int(&a, C);
+    a_int(&a, N); a_int(&a, K); a_int(&a, C); a_int(&a, be->bf16_casts);
     launch1(o, k, (size_t)N * C, 64);
 }
 
@@ -670,7 +671,7 @@ static void ocl_moe_combine_backward(pt_backend *be, real_t *drows, double *dtop
     cl_kernel k = moe_kernel(o, K_MOE_COMBINE_BWD);
     argl a = {k, 0, o};
     a_ptr(&a, drows); a_ptr8(&a, dtopw); a_ptr(&a, dout); a_ptr(&a, rows); a_ptr(&a, topw); a_ptr(&a, row_w);
-    a_int(&a, R); a_int(&a, K); a_int(&a, C);
+    a_int(&a, R); a_int(&a, K); a_int(&a, C); a_int(&a, be->bf16_casts);
     launch1(o, k, R, 16);
 }
 

@@ -663,7 +663,7 @@ __kernel void moe_route_backward(__global float *dlogits, ulong dl_o, __global c
 __kernel void moe_combine_backward(__global float *drows, ulong dr_o, __global double *dtopw, ulong dw_o,
                                    __global const float *dout, ulong dout_o, __global const float *rows, ulong rows_o,
                                    __global const float *topw, ulong topw_o, __global const int *row_w, ulong rw_o,
-                                   int R, int K, int C) {
+                                   int R, int K, int C, int bf16) {
     const int r = get_global_id(0);
     if (r >= R) return;
     const int wi = row_w[rw_o + r];
@@ -672,10 +672,10 @@ __kernel void moe_combine_backward(__global float *drows, ulong dr_o, __global d
     __global float *d = drows + dr_o + (size_t)r * C;
     double acc = 0;
     for (int i = 0; i < C; i++) {
-        d[i] = g[i] * w;
-        acc += (double)g[i] * v[i];
+        d[i] = bf16 ? bf16_round(g[i] * w) : g[i] * w;
+        acc += bf16 ? (double)bf16_round(g[i] * v[i]) : (double)g[i] * v[i];
     }
-    dtopw[dw_o + wi] = acc;
+    dtopw[dw_o + wi] = bf16 ? (double)bf16_round((float)acc) : acc;
 }
 #endif
 
@@ -690,18 +690,21 @@ __kernel void moe_gather(__global float *out, ulong out_o, __global const float 
 
 // One work-item per (token, column): the token's K rows added from 0 in k order
 __kernel void moe_gather_backward(__global float *dinp, ulong dinp_o, __global const float *drows, ulong dr_o,
-                                  __global const int *tok_rows, ulong tr_o, int N, int K, int C) {
+                                  __global const int *tok_rows, ulong tr_o, int N, int K, int C, int bf16) {
     const size_t i = get_global_id(0);
     if (i >= (size_t)N * C) return;
     const size_t n = i / C, c = i % C;
     float d = 0.0f;
-    for (int k = 0; k < K; k++) d += drows[dr_o + (size_t)tok_rows[tr_o + n * K + k] * C + c];
+    if (bf16)  // autograd's bf16 sum, the highest expert first
+        for (int k = K - 1; k >= 0; k--) d = bf16_round(d + drows[dr_o + (size_t)tok_rows[tr_o + n * K + k] * C + c]);
+    else
+        for (int k = 0; k < K; k++) d += drows[dr_o + (size_t)tok_rows[tr_o + n * K + k] * C + c];
     dinp[dinp_o + i] = d;
 }
 
 __kernel void moe_combine(__global float *out, ulong out_o, __global const float *rows, ulong rows_o,
                           __global const float *topw, ulong topw_o, __global const int *row_w, ulong rw_o,
-                          __global const int *tok_rows, ulong tr_o, int N, int K, int C) {
+                          __global const int *tok_rows, ulong tr_o, int N, int K, int C, int bf16) {
     const size_t i = get_global_id(0);
     if (i >= (size_t)N * C) return;
     const size_t n = i / C, c = i % C;
@@ -709,7 +712,7 @@ __kernel void moe_combine(__global float *out, ulong out_o, __global const float
     for (int k = 0; k < K; k++) {
         const int r = tok_rows[tr_o + n * K + k];
         const float scaled = rows[rows_o + (size_t)r * C + c] * topw[topw_o + row_w[rw_o + r]];
-        o += scaled;
+        o = bf16 ? bf16_round(o + bf16_round(scaled)) : o + scaled;  // bf16: HF's index_add_ into a bf16 tensor
     }
     out[out_o + i] = o;
 }

@@ -136,10 +136,6 @@ int qwen3_set_precision(qwen3_model *m, const char *precision) {
         pt_set_error("backend %s has no bf16 path (precision bf16)", be->name);
         return -1;
     }
-    if (m->moe) {
-        pt_set_error("precision bf16 is not implemented for Qwen3-MoE models (model_type qwen3_moe)");
-        return -1;
-    }
     if (m->act_memory || !m->params || m->par) {
         pt_set_error("precision bf16 must be chosen on a single-process model before its activations are allocated");
         return -1;
@@ -488,6 +484,16 @@ static void linear_backward(qwen3_model *m, real_t *dinp, real_t *dw, const real
     else be->ops->matmul_backward(be, dinp, dw, dout, inp, w, N, C, OC);
 }
 
+// The sparse block (qwen3_moe.c) runs its matmuls and casts through the same helpers.
+void qwen3_linear_forward(qwen3_model *m, real_t *out, const real_t *inp, const real_t *w, int N, int C, int OC) {
+    linear_forward(m, out, inp, w, N, C, OC);
+}
+void qwen3_linear_backward(qwen3_model *m, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                           const real_t *w, int N, int C, int OC) {
+    linear_backward(m, dinp, dw, dout, inp, w, N, C, OC);
+}
+void qwen3_cast(qwen3_model *m, real_t *x, size_t n) { cast(m, x, n); }
+
 // The tied lm_head is the embedding: unit 0 again.
 static void gather_lm_head(qwen3_model *m) {
     gather(m, m->cfg.tie_word_embeddings ? 0 : m->cfg.num_hidden_layers + 1);
@@ -559,6 +565,7 @@ static void layer_forward(qwen3_model *m, int l, int B, int T, real_t *res_out, 
         qwen3_moe_forward(m, l, a->ln2, res_out, N);
         tp_allreduce(m, res_out, (size_t)N * C);  // the experts' down_proj is row-parallel
         be->ops->add(be, res_out, res_out, a->res_mid, (size_t)N * C);
+        cast(m, res_out, (size_t)N * C);
         return;
     }
     linear_forward(m, a->gate, a->ln2, p->gate, N, C, I);

@@ -1,4 +1,5 @@
 #include "model/qwen3_moe.h"
+#include "util/bf16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -199,11 +200,14 @@ static void experts_forward(qwen3_model *m, const moe_layer *y, const int32_t *s
         const int r0 = start[j], n = start[j + 1] - r0;
         if (n == 0) continue;
         const int w = y->router + 1 + 3 * (e0 + j);
-        be->ops->matmul_forward(be, y->gate + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w), n, C, I);
-        be->ops->matmul_forward(be, y->up + (size_t)r0 * I, y->xg + (size_t)r0 * C, param(m, w + 1), n, C, I);
-        be->ops->swiglu_forward(be, y->act + (size_t)r0 * I, y->gate + (size_t)r0 * I, y->up + (size_t)r0 * I,
-                                (size_t)n * I);
-        be->ops->matmul_forward(be, eout + (size_t)r0 * C, y->act + (size_t)r0 * I, param(m, w + 2), n, I, C);
+        real_t *gate = y->gate + (size_t)r0 * I, *up = y->up + (size_t)r0 * I, *out = eout + (size_t)r0 * C;
+        qwen3_linear_forward(m, gate, y->xg + (size_t)r0 * C, param(m, w), n, C, I);
+        qwen3_linear_forward(m, up, y->xg + (size_t)r0 * C, param(m, w + 1), n, C, I);
+        qwen3_cast(m, gate, (size_t)n * I);
+        qwen3_cast(m, up, (size_t)n * I);
+        be->ops->swiglu_forward(be, y->act + (size_t)r0 * I, gate, up, (size_t)n * I);
+        qwen3_linear_forward(m, out, y->act + (size_t)r0 * I, param(m, w + 2), n, I, C);
+        qwen3_cast(m, out, (size_t)n * C);
     }
 }
 
@@ -290,10 +294,17 @@ int qwen3_moe_forward(qwen3_model *m, int l, const real_t *x, real_t *out, int N
     qwen3_moe *s = m->moe;
     moe_layer *y = &s->layers[l];
     s->last_N = N;
-    be->ops->matmul_forward(be, y->logits, x, param(m, y->router), N, C, E);
+    // bf16 (HF): bf16 router logits, the softmax / top-k / renormalisation in fp32, bf16 routing weights
+    qwen3_linear_forward(m, y->logits, x, param(m, y->router), N, C, E);
+    qwen3_cast(m, y->logits, (size_t)N * E);
     be->ops->moe_route(be, y->b_probs, y->b_sel, y->b_topw, y->logits, N, E, K, c->norm_topk_prob);
+    qwen3_cast(m, y->b_topw, R);
     be->ops->download(be, y->sel, y->b_sel, sizeof(int32_t) * R);
-    if (c->output_router_logits) be->ops->download(be, y->probs, y->b_probs, F * N * E);
+    if (c->output_router_logits) {
+        be->ops->download(be, y->probs, y->b_probs, F * N * E);
+        if (m->bf16)  // HF's load-balancing loss takes softmax(bf16 logits) in bf16
+            for (size_t i = 0; i < (size_t)N * E; i++) y->probs[i] = (real_t)pt_round_bf16((float)y->probs[i]);
+    }
     group_rows(m, y, N);
     be->ops->moe_gather(be, y->xg, x, y->row_token, (int)R, C);
     if (ep_size(m) > 1) ep_experts_forward(m, y, N);
@@ -386,12 +397,16 @@ static void experts_backward(qwen3_model *m, const moe_layer *y, const int32_t *
         real_t *dxg = s->d_xg + (size_t)r0 * C;
         const real_t *xg = y->xg + (size_t)r0 * C;
         be->ops->zero(be, dact, sizeof(real_t) * (size_t)n * I);
-        be->ops->matmul_backward(be, dact, grad(m, w + 2), s->d_eout + (size_t)r0 * C, y->act + (size_t)r0 * I,
-                                 param(m, w + 2), n, I, C);
+        qwen3_linear_backward(m, dact, grad(m, w + 2), s->d_eout + (size_t)r0 * C, y->act + (size_t)r0 * I,
+                              param(m, w + 2), n, I, C);
+        qwen3_cast(m, dact, (size_t)n * I);
         be->ops->swiglu_backward(be, dg, du, dact, y->gate + (size_t)r0 * I, y->up + (size_t)r0 * I, (size_t)n * I);
+        qwen3_cast(m, dg, (size_t)n * I);
+        qwen3_cast(m, du, (size_t)n * I);
         be->ops->zero(be, dxg, sizeof(real_t) * (size_t)n * C);
-        be->ops->matmul_backward(be, dxg, grad(m, w), dg, xg, param(m, w), n, C, I);
-        be->ops->matmul_backward(be, dxg, grad(m, w + 1), du, xg, param(m, w + 1), n, C, I);
+        qwen3_linear_backward(m, dxg, grad(m, w), dg, xg, param(m, w), n, C, I);
+        qwen3_linear_backward(m, dxg, grad(m, w + 1), du, xg, param(m, w + 1), n, C, I);
+        qwen3_cast(m, dxg, (size_t)n * C);  // (HF's fused gate_up: one bf16 d(x) per expert)
     }
 }
 
@@ -448,5 +463,15 @@ void qwen3_moe_backward(qwen3_model *m, int l, real_t *dx, const real_t *dy, con
     }
     be->ops->moe_route_backward(be, s->d_logits, s->d_topw, aux_w > 0 ? s->d_dprob : NULL, y->b_probs, y->b_sel,
                                 y->b_topw, N, E, K, c->norm_topk_prob);
-    be->ops->matmul_backward(be, dx, grad(m, y->router), s->d_logits, x, param(m, y->router), N, C, E);
+    if (!m->bf16) {
+        be->ops->matmul_backward(be, dx, grad(m, y->router), s->d_logits, x, param(m, y->router), N, C, E);
+        return;
+    }
+    // bf16: autograd adds the router's bf16 d(x) last, after the experts' (moe_gather_backward), in bf16
+    qwen3_cast(m, s->d_logits, (size_t)N * E);
+    be->ops->zero(be, s->d_xg, sizeof(real_t) * (size_t)N * C);
+    qwen3_linear_backward(m, s->d_xg, grad(m, y->router), s->d_logits, x, param(m, y->router), N, C, E);
+    qwen3_cast(m, s->d_xg, (size_t)N * C);
+    be->ops->add(be, dx, dx, s->d_xg, (size_t)N * C);
+    qwen3_cast(m, dx, (size_t)N * C);
 }

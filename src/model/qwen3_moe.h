@@ -18,6 +18,14 @@ typedef struct qwen3_moe qwen3_moe;
 // Bytes of the block's own buffers for N tokens per forward under expert parallelism over ep ranks (1:
 // none), on the host and on the backend: every sparse layer's routing and activations and the shared scratch.
 void qwen3_moe_buffer_bytes(const qwen3_config *c, int N, int ep, size_t *host, size_t *backend);
+// qwen3.c's linear layer and bf16 cast, shared with the sparse block: under precision bf16 the matmuls read
+// the working weights (packed where the backend has bf16 matmuls) and cast rounds a bf16 tensor in place;
+// in fp32 they are matmul_forward / matmul_backward and a no-op.
+void qwen3_linear_forward(qwen3_model *m, real_t *out, const real_t *inp, const real_t *w, int N, int C, int OC);
+void qwen3_linear_backward(qwen3_model *m, real_t *dinp, real_t *dw, const real_t *dout, const real_t *inp,
+                           const real_t *w, int N, int C, int OC);
+void qwen3_cast(qwen3_model *m, real_t *x, size_t n);
+
 // Called by qwen3_create for a config with moe set.
 int qwen3_moe_create(qwen3_model *m);
 void qwen3_moe_free(qwen3_model *m);

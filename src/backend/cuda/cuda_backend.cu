@@ -763,41 +763,45 @@ PT_KERNEL void moe_gather_k(float *out, const float *inp, const int32_t *idx, in
     EW_LOOP(i, (size_t)R * C) out[i] = inp[(size_t)idx[i / C] * C + i % C];
 }
 
-PT_KERNEL void moe_gather_bwd_k(float *dinp, const float *drows, const int32_t *tok_rows, int N, int K, int C) {
+PT_KERNEL void moe_gather_bwd_k(float *dinp, const float *drows, const int32_t *tok_rows, int N, int K, int C,
+                                int bf16) {
     EW_LOOP(i, (size_t)N * C) {
         const size_t n = i / C, c = i % C;
         float d = 0.0f;
-        for (int k = 0; k < K; k++) d += drows[(size_t)tok_rows[n * K + k] * C + c];
+        if (bf16)  // autograd's bf16 sum, the highest expert first
+            for (int k = K - 1; k >= 0; k--) d = rb(d + drows[(size_t)tok_rows[n * K + k] * C + c]);
+        else
+            for (int k = 0; k < K; k++) d += drows[(size_t)tok_rows[n * K + k] * C + c];
         dinp[i] = d;
     }
 }
 
 PT_KERNEL void moe_combine_k(float *out, const float *rows, const float *topw, const int32_t *row_w,
-                             const int32_t *tok_rows, int N, int K, int C) {
+                             const int32_t *tok_rows, int N, int K, int C, int bf16) {
     EW_LOOP(i, (size_t)N * C) {
         const size_t n = i / C, c = i % C;
         float o = 0.0f;
         for (int k = 0; k < K; k++) {
             const int r = tok_rows[n * K + k];
             const float scaled = rows[(size_t)r * C + c] * topw[row_w[r]];
-            o += scaled;
+            o = bf16 ? rb(o + rb(scaled)) : o + scaled;  // bf16: HF's index_add_ into a bf16 tensor
         }
         out[i] = o;
     }
 }
 
 PT_KERNEL void moe_combine_bwd_k(float *drows, double *dtopw, const float *dout, const float *rows,
-                                 const float *topw, const int32_t *row_w, int R, int K, int C) {
+                                 const float *topw, const int32_t *row_w, int R, int K, int C, int bf16) {
     EW_LOOP(r, (size_t)R) {
         const int wi = row_w[r];
         const float w = topw[wi], *g = dout + (size_t)(wi / K) * C, *v = rows + r * C;
         float *d = drows + r * C;
         double acc = 0;
         for (int i = 0; i < C; i++) {
-            d[i] = g[i] * w;
-            acc += (double)g[i] * v[i];
+            d[i] = bf16 ? rb(g[i] * w) : g[i] * w;
+            acc += bf16 ? (double)rb(g[i] * v[i]) : (double)g[i] * v[i];
         }
-        dtopw[wi] = acc;
+        dtopw[wi] = bf16 ? (double)rb((float)acc) : acc;
     }
 }
 
@@ -1238,20 +1242,22 @@ void cu_moe_gather(pt_backend *be, float *out, const float *inp, const int32_t *
 void cu_moe_gather_backward(pt_backend *be, float *dinp, const float *drows, const int32_t *tok_rows, int N, int K,
                             int C) {
     if (N <= 0) return;
-    PT_LAUNCH(moe_gather_bwd_k, ew_grid((size_t)N * C), EW, 0, S(be)->stream, dinp, drows, tok_rows, N, K, C);
+    PT_LAUNCH(moe_gather_bwd_k, ew_grid((size_t)N * C), EW, 0, S(be)->stream, dinp, drows, tok_rows, N, K, C,
+              (int)be->bf16_casts);
     check_launch("moe_gather_backward");
 }
 void cu_moe_combine(pt_backend *be, float *out, const float *rows, const float *topw, const int32_t *row_w,
                     const int32_t *tok_rows, int N, int K, int C) {
     if (N <= 0) return;
     PT_LAUNCH(moe_combine_k, ew_grid((size_t)N * C), EW, 0, S(be)->stream, out, rows, topw, row_w, tok_rows, N, K,
-              C);
+              C, (int)be->bf16_casts);
     check_launch("moe_combine");
 }
 void cu_moe_combine_backward(pt_backend *be, float *drows, double *dtopw, const float *dout, const float *rows,
                              const float *topw, const int32_t *row_w, int R, int K, int C) {
     if (R <= 0) return;
-    PT_LAUNCH(moe_combine_bwd_k, ew_grid(R), EW, 0, S(be)->stream, drows, dtopw, dout, rows, topw, row_w, R, K, C);
+    PT_LAUNCH(moe_combine_bwd_k, ew_grid(R), EW, 0, S(be)->stream, drows, dtopw, dout, rows, topw, row_w, R, K, C,
+              (int)be->bf16_casts);
     check_launch("moe_combine_backward");
 }
 void cu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
