@@ -86,6 +86,7 @@ typedef struct {
     pt_plan plan;
     double state_b, act_b, load_b, save_b;
     double moe_host_b, moe_backend_b;  // the sparse blocks' buffers, part of act_b
+    double moe_growth_b;               // the most uneven routing can add to them under EP
     double expert_b;                   // the parameter state of the experts this rank owns whole (EP)
     bool device_memory;
     pt_step_bytes sb;
@@ -177,6 +178,7 @@ static int cost(const topo_opts *t, const qwen3_config *cfg, const pt_mesh *mesh
     size_t moe_host, moe_backend;
     qwen3_moe_buffer_bytes(lc, t->B * t->S, mesh->ep, &moe_host, &moe_backend);
     c->moe_host_b = (double)moe_host, c->moe_backend_b = (double)moe_backend;
+    c->moe_growth_b = (double)qwen3_moe_ep_growth_bytes(lc, t->B * t->S, mesh->ep);
     load_save_bytes(cfg, c);
     int recomputed = 0;  // layers whose forward runs again in backward (FULL)
     qwen3_model acm;
@@ -239,6 +241,7 @@ static void print_json(const topo_opts *t, const pt_mesh *mesh, int nodes, const
     cJSON_AddNumberToObject(m, "activations", c->act_b);
     cJSON_AddNumberToObject(m, "moe_block_buffers", c->moe_host_b + c->moe_backend_b);  // part of activations
     cJSON_AddNumberToObject(m, "moe_block_host_buffers", c->moe_host_b);
+    cJSON_AddNumberToObject(m, "moe_block_growth_worst_case", c->moe_growth_b);  // not part of activations
     cJSON_AddNumberToObject(m, "owned_experts_state", c->expert_b);  // part of parameter_state
     cJSON_AddNumberToObject(m, "startup_load_buffers", c->load_b);
     cJSON_AddNumberToObject(m, "final_save_buffers_rank0", c->save_b);
@@ -359,9 +362,12 @@ static void print_costs(const topo_opts *t, const qwen3_config *cfg, const pt_me
                "v); the FSDP layer slots still span every expert of a layer\n", human(c->expert_b, b1));
     if (c->moe_host_b + c->moe_backend_b > 0)
         printf("  of the activations, %s is the sparse blocks' own buffers (routing and expert rows of every sparse "
-               "layer, not subject to activation checkpointing; %s of it host memory)%s\n",
-               human(c->moe_host_b + c->moe_backend_b, b1), human(c->moe_host_b, b2),
-               mesh->ep > 1 ? ", the expert-side rows sized for every rank of the EP group (the worst case)" : "");
+               "layer, not subject to activation checkpointing; %s of it host memory)\n",
+               human(c->moe_host_b + c->moe_backend_b, b1), human(c->moe_host_b, b2));
+    if (c->moe_growth_b > 0)
+        printf("  under EP the expert-side rows are sized for balanced routing and grow with the most a rank's "
+               "experts receive: up to %s more if every rank routed all its rows to one rank\n",
+               human(c->moe_growth_b, b1));
     printf("  at start-up each rank also holds %s while it streams the HF weights into its shards (the largest "
            "block of rows in fp32%s%s), beside its parameter state\n", human(c->load_b, b1),
            cfg->tie_word_embeddings ? ", the embedding's again for the tied lm_head check" : "",

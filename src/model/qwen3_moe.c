@@ -15,15 +15,18 @@ typedef struct {
     real_t *logits, *b_probs, *b_topw;  // backend [N,E], [N,E], [N,K] (topw: the routing weights)
     int32_t *b_sel;                     // backend [N,K]
     int32_t *row_token, *row_w, *tok_rows;  // backend [N*K]: row r's token and its n*K+slot; token n's K rows
-    real_t *xg, *gate, *up, *act, *eout;  // backend [N*K,C], [N*K,I] x3, [N*K,C] (eout: before the weight)
-    // expert parallelism: xg/gate/up/act hold the rows this rank's experts received (up to ep x N*K);
-    // ep_cnt[p x El + j]: rows from EP rank p for local expert j; ep_start[El+1]: local expert j's rows
+    real_t *xg, *gate, *up, *act, *eout;  // backend [rows,C], [rows,I] x3, [N*K,C] (eout: before the weight)
+    // expert parallelism: xg/gate/up/act hold the rows this rank's experts received, rows = cap_rows (N*K, as
+    // under balanced routing, grown to what an uneven routing sends: ep_grow); ep_cnt[p x El + j]: rows from
+    // EP rank p for local expert j; ep_start[El+1]: local expert j's rows
     int32_t *ep_cnt, *ep_start;
+    size_t cap_rows;
 } moe_layer;
 
 struct qwen3_moe {
     moe_layer *layers;  // [L]; router < 0 for dense layers
     int cap_N;          // tokens the buffers hold
+    size_t cap_rows;    // expert-side rows the shared scratch and the host transit buffers hold (>= N*K)
     int last_N;         // tokens of the last forward
     double aux;         // the last forward's load-balancing loss
     double aux_tokens;  // the tokens it is over: the global micro-batch's (every data rank's)
@@ -32,7 +35,7 @@ struct qwen3_moe {
     int32_t *h_idx;     // host [3 N*K]: row_token, row_w, tok_rows
     double *h_dprob;    // host [E]
     real_t *d_eout, *d_act, *d_gate, *d_up, *d_xg, *d_logits;
-    float *ep_h1, *ep_h2;  // expert parallelism: host rows in transit [ep x N*K, C] each
+    float *ep_h1, *ep_h2;  // expert parallelism: host rows in transit [cap_rows, C] each
     double *d_topw, *d_dprob;  // backend [N*K], [E]
     double *h_dw;              // host [N*K]: d(routing weights) summed over TP
 };
@@ -93,9 +96,9 @@ static void ensure_buffers(qwen3_model *m, int N) {
     if (N <= s->cap_N) return;
     free_buffers(m);
     pt_backend *be = m->be;
-    // under EP a rank's experts may receive the rows of every rank of its group
+    // sized for balanced routing; under EP an uneven routing grows the expert side (ep_grow)
     const size_t E = m->cfg.num_experts, K = m->cfg.num_experts_per_tok, C = m->cfg.hidden_size,
-                 I = m->cfg.moe_intermediate_size, R = (size_t)N * K * ep_size(m);
+                 I = m->cfg.moe_intermediate_size, R = (size_t)N * K;
     const size_t F = sizeof(real_t);
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         moe_layer *y = &s->layers[l];
@@ -115,6 +118,7 @@ static void ensure_buffers(qwen3_model *m, int N) {
         y->up = be->ops->alloc(be, F * R * I);
         y->act = be->ops->alloc(be, F * R * I);
         y->eout = be->ops->alloc(be, F * R * C);
+        y->cap_rows = R;
         if (ep_size(m) > 1) {
             y->ep_cnt = pt_malloc(sizeof(int32_t) * E);
             y->ep_start = pt_malloc(sizeof(int32_t) * (E + 1));
@@ -136,25 +140,78 @@ static void ensure_buffers(qwen3_model *m, int N) {
     s->d_topw = be->ops->alloc(be, sizeof(double) * R);
     s->d_dprob = be->ops->alloc(be, sizeof(double) * E);
     s->cap_N = N;
+    s->cap_rows = R;
 }
 
-// The bytes ensure_buffers allocates for N tokens on an EP group of ep ranks (1: none), on the host and on
-// the backend: the same sizes, so that qwen3_activation_bytes (and `portatrain topo`) count what a run holds.
+// Expert parallelism: room for `rows` expert-side rows in layer y and in the shared scratch. Routing decides
+// how many rows an EP rank's experts receive (N*K on average; up to N x ep x min(K, E/ep) if every rank routes
+// all it can to it), so the buffers start at the balanced size and grow to the largest count seen. Growth happens
+// before the rows arrive; the R token-side rows xg already holds are kept. m->act_bytes follows.
+static void ep_grow(qwen3_model *m, moe_layer *y, size_t rows, size_t R) {
+    qwen3_moe *s = m->moe;
+    pt_backend *be = m->be;
+    const size_t C = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size, F = sizeof(real_t);
+    if (rows > y->cap_rows) {
+        real_t *xg = be->ops->alloc(be, F * rows * C);
+        be->ops->copy(be, xg, y->xg, F * R * C);
+        real_t **bufs[] = {&y->xg, &y->gate, &y->up, &y->act};
+        for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->ops->free(be, *bufs[i]);
+        y->xg = xg;
+        y->gate = be->ops->alloc(be, F * rows * I);
+        y->up = be->ops->alloc(be, F * rows * I);
+        y->act = be->ops->alloc(be, F * rows * I);
+        m->act_bytes += F * (rows - y->cap_rows) * (C + 3 * I);
+        y->cap_rows = rows;
+    }
+    if (rows > s->cap_rows) {  // the shared scratch holds no live data between layers
+        real_t **c_bufs[] = {&s->d_eout, &s->d_xg}, **i_bufs[] = {&s->d_act, &s->d_gate, &s->d_up};
+        for (size_t i = 0; i < 2; i++) {
+            be->ops->free(be, *c_bufs[i]);
+            *c_bufs[i] = be->ops->alloc(be, F * rows * C);
+        }
+        for (size_t i = 0; i < 3; i++) {
+            be->ops->free(be, *i_bufs[i]);
+            *i_bufs[i] = be->ops->alloc(be, F * rows * I);
+        }
+        free(s->ep_h1);
+        free(s->ep_h2);
+        s->ep_h1 = pt_malloc(sizeof(float) * rows * C);
+        s->ep_h2 = pt_malloc(sizeof(float) * rows * C);
+        m->act_bytes += (rows - s->cap_rows) * (F * (2 * C + 3 * I) + 2 * sizeof(float) * C);
+        s->cap_rows = rows;
+    }
+}
+
+// The bytes ensure_buffers allocates for N tokens, on the host and on the backend: the same sizes, so that
+// qwen3_activation_bytes (and `portatrain topo`) count what a run holds. Under EP (ep > 1) that is the
+// balanced-routing size; ep_grow adds to it when a rank's experts receive more than N*K rows.
 void qwen3_moe_buffer_bytes(const qwen3_config *c, int N, int ep, size_t *host, size_t *backend) {
     const size_t E = c->num_experts, K = c->num_experts_per_tok, C = c->hidden_size, I = c->moe_intermediate_size,
-                 R = (size_t)N * K * (ep > 1 ? ep : 1), F = sizeof(real_t), I4 = sizeof(int32_t);
+                 R = (size_t)N * K, F = sizeof(real_t), I4 = sizeof(int32_t);
     size_t layers = 0;
     for (int l = 0; l < c->num_hidden_layers; l++) layers += c->moe && qwen3_layer_is_sparse(c, l);
     *host = *backend = 0;
     if (!layers) return;
-    // per sparse layer: probs, sel, topw, row_token, row_slot, start (+ ep_cnt, ep_start); logits, xg,
-    // gate, up, act, eout
-    *host = layers * (F * N * E + I4 * R + F * R + 2 * I4 * R + I4 * (E + 1) + (ep > 1 ? I4 * (2 * E + 1) : 0));
-    *backend = layers * (F * N * E + 2 * F * R * C + 3 * F * R * I);
-    // shared: ep_h1, ep_h2; h_rows, h_rows2, h_tok, h_dlogits; d_eout, d_act, d_gate, d_up, d_xg, d_logits
-    const size_t rows = R > (size_t)N ? R : (size_t)N;
-    *host += (ep > 1 ? 2 * sizeof(float) * R * C : 0) + 2 * F * rows * C + F * (size_t)N * C + F * (size_t)N * E;
-    *backend += 2 * F * R * C + 3 * F * R * I + F * (size_t)N * E;
+    // per sparse layer, host: probs, sel, start (+ ep_cnt, ep_start); backend: logits, b_probs, b_topw, b_sel,
+    // row_token, row_w, tok_rows, xg, gate, up, act, eout
+    *host = layers * (F * N * E + I4 * R + I4 * (E + 1) + (ep > 1 ? I4 * (2 * E + 1) : 0));
+    *backend = layers * (2 * F * N * E + F * R + 4 * I4 * R + 2 * F * R * C + 3 * F * R * I);
+    // shared, host: h_idx, h_dprob, h_dw (+ ep_h1, ep_h2); backend: d_eout, d_act, d_gate, d_up, d_xg,
+    // d_logits, d_topw, d_dprob
+    *host += 3 * I4 * R + sizeof(double) * (E + R) + (ep > 1 ? 2 * sizeof(float) * R * C : 0);
+    *backend += 2 * F * R * C + 3 * F * R * I + F * (size_t)N * E + sizeof(double) * (R + E);
+}
+
+// The most ep_grow can add to qwen3_moe_buffer_bytes: every rank of the EP group routing min(K, E/ep) rows of
+// each of its N tokens to one rank's E/ep experts, in every sparse layer.
+size_t qwen3_moe_ep_growth_bytes(const qwen3_config *c, int N, int ep) {
+    if (ep <= 1 || !c->moe) return 0;
+    const size_t K = c->num_experts_per_tok, most = (size_t)N * ep * PT_MIN(K, (size_t)(c->num_experts / ep));
+    if (most <= (size_t)N * K) return 0;
+    const size_t C = c->hidden_size, I = c->moe_intermediate_size, extra = most - (size_t)N * K, F = sizeof(real_t);
+    size_t layers = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) layers += qwen3_layer_is_sparse(c, l);
+    return extra * (layers * F * (C + 3 * I) + F * (2 * C + 3 * I) + 2 * sizeof(float) * C);
 }
 
 // The tensor's views: the model's own buffers, or the ones a parallel runtime bound (qwen3_bind_unit).
@@ -280,6 +337,7 @@ static void ep_experts_forward(qwen3_model *m, moe_layer *y, int N) {
         y->ep_start[j + 1] = y->ep_start[j] + n;
     }
     const int R = N * m->cfg.num_experts_per_tok;
+    ep_grow(m, y, PT_MAX((size_t)y->ep_start[El], (size_t)R), (size_t)R);
     ep_exchange(m, y, y->xg, y->xg, R, 1);  // (the token side's rows are downloaded before the upload)
     experts_forward(m, y, y->ep_start, e0, El, m->moe->d_eout);
     ep_exchange(m, y, y->eout, m->moe->d_eout, R, 0);

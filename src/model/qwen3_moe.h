@@ -18,6 +18,9 @@ typedef struct qwen3_moe qwen3_moe;
 // Bytes of the block's own buffers for N tokens per forward under expert parallelism over ep ranks (1:
 // none), on the host and on the backend: every sparse layer's routing and activations and the shared scratch.
 void qwen3_moe_buffer_bytes(const qwen3_config *c, int N, int ep, size_t *host, size_t *backend);
+// Under expert parallelism the buffers above are the balanced-routing size; a rank whose experts receive more
+// rows grows them, by at most this (every rank of the group routing all it can to one rank).
+size_t qwen3_moe_ep_growth_bytes(const qwen3_config *c, int N, int ep);
 // qwen3.c's linear layer and bf16 cast, shared with the sparse block: under precision bf16 the matmuls read
 // the working weights (packed where the backend has bf16 matmuls) and cast rounds a bf16 tensor in place;
 // in fp32 they are matmul_forward / matmul_backward and a no-op.
