@@ -25,14 +25,7 @@
 #  - gathers past MPI's int counts go rank by rank in pieces (the real case, > 2 GiB, is
 #    tests/manual/gather_big.c; here PT_TEST_GATHER_LIMIT makes the final model and the checkpoint
 #    take that path): the same bytes as the one-call gather;
-set -uo pipefail
-: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
-if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-. "$PT_SOURCE_DIR/tests/cli_check.sh"
-fail=0
-. "$PT_SOURCE_DIR/tests/mpi_env.sh"
-MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
+. "${PT_SOURCE_DIR:?}/tests/mpi_test.sh"
 # ASan+UBSan: no LeakSanitizer in MPI ranks (as tests/test_dist.sh; exported, so --supervise's mpirun has it too)
 [ -n "${PT_SANITIZED:-}" ] && export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 fixture="$PT_SOURCE_DIR/tests/fixtures/golden"

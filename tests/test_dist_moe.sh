@@ -12,15 +12,7 @@
 #  - resharding: the step-10 checkpoint of every layout resumes in every other one (EP: a set of pairs) and
 #    steps 11-20 keep parity;
 #  - EP moves its tokens by all-to-all (counted), and a bad --ep is one clear error.
-set -uo pipefail
-: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
-if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-. "$PT_SOURCE_DIR/tests/cli_check.sh"
-fail=0
-. "$PT_SOURCE_DIR/tests/mpi_env.sh"
-MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
-[ -n "${PT_SANITIZED:-}" ] && MPIRUN=(env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "${MPIRUN[@]}")
+. "${PT_SOURCE_DIR:?}/tests/mpi_test.sh"
 STEPS=20; GLOBAL=8; ACC=1
 
 "$PORTATRAIN" init --config "$PT_SOURCE_DIR/tests/fixtures/golden_moe/norm/config.json" --seed 7 \

@@ -17,15 +17,7 @@
 #    the config), and topo's activations for
 #    the MoE model exceed those of its dense twin (same config, no experts) by exactly that;
 #  - --ep is validated as train validates it (one clear error).
-set -uo pipefail
-: "${PORTATRAIN:?}" "${PT_SOURCE_DIR:?}"
-if ! command -v mpirun >/dev/null; then echo "SKIP: mpirun not found (scripts/deps.sh installs openmpi-bin)"; exit 77; fi
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-. "$PT_SOURCE_DIR/tests/cli_check.sh"
-fail=0
-. "$PT_SOURCE_DIR/tests/mpi_env.sh"
-MPIRUN=(timeout -k 5 120 mpirun --oversubscribe)
-[ -n "${PT_SANITIZED:-}" ] && MPIRUN=(env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "${MPIRUN[@]}")
+. "${PT_SOURCE_DIR:?}/tests/mpi_test.sh"
 cfg="$PT_SOURCE_DIR/tests/fixtures/golden_moe/norm/config.json"
 data="$PT_SOURCE_DIR/tests/fixtures/golden/untied/data.bin"
 "$PORTATRAIN" init --config "$cfg" --seed 7 --output-dir "$T/init" >/dev/null 2>&1 || { echo "FAIL: init"; exit 1; }
