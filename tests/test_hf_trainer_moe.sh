@@ -7,7 +7,7 @@
 # micro-batch of one row. HF logs, and portatrain must log, the mean cross-entropy + 0.1 x the SUM of the two
 # micro-batches' aux losses (about 0.4 of a loss of 5: the term is 8% of the loss).
 # Measured (cpu-ref and cpu, 2-core dev VM): every step's loss within 1.4e-7 relative of HF's, aux_loss within
-# 1e-7, grad norms within 3e-7: fp32 summation-order noise. The bound, 1e-5 per step, is ~70x that noise and
+# 1e-7, grad norms within 3.5e-7, eval loss within 4e-8: fp32 summation-order noise. The bound, 1e-5 per step, is ~70x that noise and
 # ~4000x below the error of averaging the aux term over the micro-batches (a 4% loss shift).
 # Needs no Python ML stack (python3 stdlib only).
 set -u
@@ -43,6 +43,15 @@ for be in cpu-ref cpu; do
     aux_match "$T/$be/metrics.jsonl" && echo "ok: $be aux_loss = HF's" || { echo "FAIL: $be aux_loss differs from HF's"; fail=1; }
 done
 cat "$T/out"
+
+# Evaluation: HF's Trainer.evaluate of the trained model (eval_loss at step 10, the same 40 windows, batch 3: the
+# last batch one row) is its batches' mean cross-entropy + 0.1 x aux_loss averaged by rows; portatrain eval of its
+# final model must print the same loss (measured 3.9e-8 relative; without the aux term it would be 4.5% lower).
+EV=$(python3 -c "import json,sys; print([e for e in json.load(open(sys.argv[1]))['log_history'] if 'eval_loss' in e][0]['eval_loss'])" "$F/trainer_state.json")
+"$B" eval --model "$T/cpu-ref" --data "$DATA" --seq-len 16 --per-device-eval-batch-size 3 >"$T/eval.json" 2>"$T/eval.err" ||
+    { echo "FAIL: eval failed"; cat "$T/eval.err"; fail=1; }
+jcheck "$T/eval.json" "abs(r['loss'] - $EV) / $EV < 1e-5 and r['aux_loss'] > 1" "eval loss = HF's eval_loss $EV (with 0.1 x aux_loss)"
+cat "$T/eval.json"
 
 # Wrong aux terms, REJECTED: coefficient 0.05 is the aux term averaged over the 2 micro-batches (in the loss and
 # the gradient), coefficient 0 drops it.
