@@ -196,7 +196,8 @@ def main():
                     continue
                 st = statistics.median(step_times(metrics, warm))
                 runs.setdefault(label, []).append((st, hwm))
-                print(f"  rep {rep}: {label:<26} {st * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB")
+                print(f"  rep {rep}: {label:<26} {st * 1e3:9.1f} ms/step  peak RSS {hwm / 1024:7.0f} MiB  "
+                      f"(load average after: {os.getloadavg()[0]:.2f})", flush=True)
             shutil.rmtree(out, ignore_errors=True)
         for fw, rs in runs.items():
             st = statistics.median(r[0] for r in rs)
@@ -205,7 +206,8 @@ def main():
                             "peak_rss_mib": max(r[1] for r in rs) / 1024, "mfu": fpt * B * T / st / ceiling,
                             "step_ms_reps": [r[0] * 1e3 for r in rs]})
         print()
-    print(f"sgemm ceiling ({a.threads} threads) {ceiling / 1e9:.1f} GFLOP/s; medians over {a.reps} repetitions")
+    print(f"sgemm ceiling ({a.threads} threads) {ceiling / 1e9:.1f} GFLOP/s; medians over {a.reps} repetitions; "
+          f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     hdr = f"{'config':<14} {'framework':<26} {'tokens/s':>9} {'ms/step':>9} {'peak RSS MiB':>12} {'MFU':>6} {'vs best torch':>13}"
     print(hdr + "\n" + "-" * len(hdr))
     for r in results:
