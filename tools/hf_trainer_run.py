@@ -34,6 +34,13 @@ inputs, the usual HF convention) must be present for the model to compute a loss
 used when `shift_labels` is given.
 The examples come from an IterableDataset in that order, so the Trainer's sampler cannot shuffle them.
 
+A Qwen3-MoE model (config.json model_type "qwen3_moe") trains as Qwen3MoeForCausalLM. With
+output_router_logits its loss per micro-batch is the above + router_aux_loss_coef x aux_loss; the Trainer
+(the model accepts loss kwargs and num_items_in_batch is given) does not divide it by the accumulation
+steps, so a step's logged loss is the mean cross-entropy + coef x the SUM of its micro-batches' aux_loss.
+Each log entry also gets `aux_loss`: the mean of the aux_loss of the micro-batches since the previous log
+(read off the model's outputs; the Trainer itself does not log it).
+
 `--epoch-boundary hf` (portatrain's default since it exists; the above is `wrap`): the Trainer gets a
 map-style Dataset of the R rows of one epoch and builds its own DataLoader with a SequentialSampler
 (`train_sampling_strategy="sequential"`), so HF itself decides the epochs: ceil(R / batch) micro-batches
@@ -142,7 +149,7 @@ def main():
     import torch
     import transformers
     from torch.utils.data import IterableDataset
-    from transformers import Qwen3ForCausalLM, Trainer, TrainingArguments
+    from transformers import Qwen3ForCausalLM, Qwen3MoeForCausalLM, Trainer, TrainingArguments
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -243,7 +250,12 @@ def main():
     def collate(rows):
         return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
 
-    model = Qwen3ForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
+    with open(os.path.join(args.model, "config.json")) as f:
+        model_type = json.load(f).get("model_type", "qwen3")
+    if model_type not in ("qwen3", "qwen3_moe"):
+        sys.exit(f"{args.model}/config.json: model_type {model_type!r} is neither qwen3 nor qwen3_moe")
+    model_cls = Qwen3MoeForCausalLM if model_type == "qwen3_moe" else Qwen3ForCausalLM
+    model = model_cls.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager")
     extra = {"optim": args.optim} if args.optim else {}
     eval_set = None
     if args.eval_data:
@@ -307,7 +319,24 @@ def main():
         **({} if args.save_steps else {"save_strategy": "no"}), **({} if args.eval_data else {"eval_strategy": "no"}),
         report_to="none", use_cpu=True, dataloader_num_workers=0, remove_unused_columns=False,
         disable_tqdm=True, **extra)
-    trainer = Trainer(model=model, args=targs, train_dataset=dataset, eval_dataset=eval_set, data_collator=collate,
+    class AuxLoggingTrainer(Trainer):
+        """The Trainer, unchanged in what it computes; it also logs the MoE aux_loss (mean since the last log)."""
+
+        aux_seen = []
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss, out = super().compute_loss(model, inputs, True, num_items_in_batch)
+            if model.training and getattr(out, "aux_loss", None) is not None:
+                self.aux_seen.append(float(out.aux_loss))
+            return (loss, out) if return_outputs else loss
+
+        def log(self, logs, *a, **kw):
+            if "loss" in logs and self.aux_seen:
+                logs = {**logs, "aux_loss": sum(self.aux_seen) / len(self.aux_seen)}
+                self.aux_seen.clear()
+            super().log(logs, *a, **kw)
+
+    trainer = AuxLoggingTrainer(model=model, args=targs, train_dataset=dataset, eval_dataset=eval_set, data_collator=collate,
                       optimizers=optimizers)
     trainer.train()
     os.makedirs(args.output_dir, exist_ok=True)
@@ -319,6 +348,7 @@ def main():
     run = {
         **{k: v for k, v in vars(args).items() if k not in ("output_dir", "optim")},
         "tool": "tools/hf_trainer_run.py",
+        "model_type": model_type,
         "transformers_version": transformers.__version__, "torch_version": torch.__version__,
         "optim": getattr(trainer.args.optim, "value", trainer.args.optim),
         "optimizer": f"{type(opt).__module__}.{type(opt).__name__}"

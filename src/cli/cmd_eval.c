@@ -5,6 +5,7 @@
 #include "io/dcp.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
+#include "model/qwen3_moe.h"
 
 #include <math.h>
 #include <limits.h>
@@ -16,7 +17,9 @@ static void help(void) {
     printf("usage: portatrain eval --model DIR --data SHARD --seq-len T [--per-device-eval-batch-size B]\n"
            "                      [--max-batches N] [--backend NAME] [--precision fp32|bf16]\n"
            "                      [--logits-out FILE] [--config CONFIG.json] [--data-mode packed|documents]\n\n"
-           "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. Without\n"
+           "Prints one JSON object: loss (mean over tokens), tokens, batches, perplexity. A Qwen3-MoE model\n"
+           "with output_router_logits adds aux_loss (the load-balancing loss, each batch's weighted by its\n"
+           "rows) and, as HF's eval_loss, router_aux_loss_coef x aux_loss to loss (and perplexity). Without\n"
            "--max-batches every window (packed) or document (padded) is evaluated once, the last batch\n"
            "short, as transformers' Trainer.evaluate reads an eval set. --data-mode documents reads rows as\n"
            "TorchTitan's validator does (documents masked apart, positions per document; docs/DATA.md): each\n"
@@ -29,6 +32,41 @@ static void help(void) {
            "DUMP/assets/config.json (tools/torchtitan_run.py's layout). A TorchTitan/PyTorch DCP checkpoint\n"
            "(.metadata + *.distcp) is refused: convert it with tools/dcp_to_hf.py (docs/CHECKPOINTS.md).\n"
            "Exit status: 0, 1 error, 2 usage (or a DCP checkpoint), 3 non-finite loss (printed as null).\n");
+}
+
+// A Qwen3-MoE model's load-balancing losses over the batches, each weighted by its rows.
+typedef struct {
+    bool on;  // output_router_logits
+    double sum;
+    long rows;
+} eval_aux;
+
+// The result line. A Qwen3-MoE model with output_router_logits: HF's Trainer.evaluate takes each batch's
+// model loss, its mean cross-entropy + router_aux_loss_coef x aux_loss, and averages the batches weighted by
+// their rows; over full rows of seq-len targets that is the mean over tokens + coef x the rows' mean aux.
+static int print_result(const qwen3_model *m, const char *model_dir, double total, long tokens, const eval_aux *aux,
+                        uint64_t nbatches, const char *backend, const char *precision) {
+    double loss = tokens ? total / tokens : NAN;
+    char ab[64] = "";
+    if (aux->on && aux->rows) {
+        const double a = aux->sum / (double)aux->rows;
+        loss += m->cfg.router_aux_loss_coef * a;
+        if (isfinite(a)) snprintf(ab, sizeof ab, ", \"aux_loss\": %.17g", a);
+        else snprintf(ab, sizeof ab, ", \"aux_loss\": null");
+    }
+    // NaN/Inf are not JSON numbers: null, and exit 3 (the project's status for a non-finite loss).
+    char lb[32] = "null", pb[32] = "null";
+    if (isfinite(loss)) snprintf(lb, sizeof lb, "%.17g", loss);
+    if (isfinite(exp(loss))) snprintf(pb, sizeof pb, "%.10g", exp(loss));
+    printf("{\"loss\": %s%s, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %s, \"backend\": \"%s\", "
+           "\"precision\": \"%s\"}\n",
+           lb, ab, tokens, (unsigned long long)nbatches, pb, backend, precision);
+    if (!isfinite(loss)) {
+        fprintf(stderr, "portatrain: error: %s: non-finite eval loss (%s over %ld tokens)\n", model_dir,
+                tokens ? "NaN or Inf" : "no target tokens", tokens);
+        return 3;
+    }
+    return 0;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -91,16 +129,19 @@ int cmd_eval(int argc, char **argv) {
     int32_t *ids = pt_malloc(sizeof(int32_t) * B * T), *labels = pt_malloc(sizeof(int32_t) * B * T);
     double total = 0;
     long tokens = 0;
+    eval_aux aux = {.on = m.moe && m.cfg.output_router_logits};
     int rc = 0;
     for (uint64_t b = 0; b < nbatches; b++) {
         int row_len;
         double ls;
         int nt;
-        const int rows = documents && nrows - b * (uint64_t)B < (uint64_t)B ? (int)(nrows - b * (uint64_t)B) : (int)B;
+        int rows = documents && nrows - b * (uint64_t)B < (uint64_t)B ? (int)(nrows - b * (uint64_t)B) : (int)B;
         if (pt_loader_batch(l, b, ids, labels, &row_len) != 0) {
             rc = cli_fail();
             break;
         }
+        // MoE: the real rows only, as HF's short last batch (the load-balancing loss counts every row given)
+        if (m.moe && !documents) rows = pt_loader_last_real_rows(l);
         qwen3_set_positions(&m, pt_loader_last_positions(l));
         if (qwen3_forward(&m, ids, labels, rows, row_len, &ls, &nt, NULL) != 0) {
             rc = cli_fail();
@@ -108,6 +149,7 @@ int cmd_eval(int argc, char **argv) {
         }
         total += ls;
         tokens += nt;
+        if (aux.on) aux.sum += rows * qwen3_moe_aux_loss(&m), aux.rows += rows;
         if (b == 0 && logits_out) {
             const size_t V = (size_t)m.cfg.vocab_size;
             float *lg = pt_malloc(sizeof(float) * (size_t)B * row_len * V);
@@ -126,21 +168,7 @@ int cmd_eval(int argc, char **argv) {
             }
         }
     }
-    if (!rc) {
-        const double loss = tokens ? total / tokens : NAN;
-        // NaN/Inf are not JSON numbers: null, and exit 3 (the project's status for a non-finite loss).
-        char lb[32] = "null", pb[32] = "null";
-        if (isfinite(loss)) snprintf(lb, sizeof lb, "%.17g", loss);
-        if (isfinite(exp(loss))) snprintf(pb, sizeof pb, "%.10g", exp(loss));
-        printf("{\"loss\": %s, \"tokens\": %ld, \"batches\": %llu, \"perplexity\": %s, \"backend\": \"%s\", "
-               "\"precision\": \"%s\"}\n",
-               lb, tokens, (unsigned long long)nbatches, pb, be->name, precision);
-        if (!isfinite(loss)) {
-            fprintf(stderr, "portatrain: error: %s: non-finite eval loss (%s over %ld tokens)\n", model_dir,
-                    tokens ? "NaN or Inf" : "no target tokens", tokens);
-            rc = 3;
-        }
-    }
+    if (!rc) rc = print_result(&m, model_dir, total, tokens, &aux, nbatches, be->name, precision);
     free(ids);
     free(labels);
     pt_loader_free(l);

@@ -123,6 +123,7 @@ void pt_metrics_format(pt_strbuf *b, const pt_metrics_step *r) {
     pt_strbuf_printf(b, "{\"step\": %ld", r->step);
     put_num(b, "loss", r->loss);
     put_num(b, "grad_norm", r->grad_norm);
+    if (r->has_aux_loss) put_num(b, "aux_loss", r->aux_loss);
     // as HF logs it: epoch = passes over the data so far
     pt_strbuf_printf(b, ", \"lr\": %.17g, \"epoch\": %.6f, \"tokens\": %ld, \"step_time_s\": %.6f, \"tokens_per_s\": %.3f, "
                      "\"mfu_flops_per_s\": %.6g", r->lr, r->epoch, r->tokens, r->step_time_s,

@@ -31,6 +31,8 @@ void pt_strbuf_free(pt_strbuf *b);
 typedef struct {
     long step;
     double loss, grad_norm, lr, epoch;  // loss, grad_norm: null when not finite
+    bool has_aux_loss;  // Qwen3-MoE with output_router_logits: aux_loss, its load-balancing loss
+    double aux_loss;
     long tokens;
     double step_time_s, flops_per_token;  // tokens_per_s, mfu_flops_per_s derive from them
     uint64_t batch_fingerprint;

@@ -4,6 +4,7 @@
 #include "train/audit.h"
 #include "train/ckpt_interval.h"
 #include "train/faults.h"
+#include "model/qwen3_moe.h"
 #include "train/trainer_ctx.h"
 #include "util/common.h"
 
@@ -34,6 +35,8 @@ typedef struct {
     long targets;
     uint64_t batch_fp;
     double loss, gnorm, lr, dt;
+    bool has_aux;  // Qwen3-MoE with output_router_logits: aux, the micro-batches' mean load-balancing loss
+    double aux;
     const char *skip_reason;
     pt_comm_stats cs0;
 } step_state;
@@ -66,7 +69,23 @@ static uint64_t batch_fingerprint(pt_trainer *t, size_t rows, int row_len) {
     return (uint64_t)half[0] + ((uint64_t)half[1] << 32);
 }
 
+// Rows micro-batch mb runs on. A Qwen3-MoE micro-batch runs on its real rows only (none: skipped), as HF's
+// Trainer runs an epoch's short last micro-batches: the load-balancing loss counts every row it is given, so
+// empty rows would change it. A dense model keeps the full micro-batch (empty rows add nothing to it).
+static int micro_batch_rows(const pt_trainer *t, int mb, int B) {
+    if (!t->mdl->moe) return B;
+    const int left = pt_loader_last_real_rows(t->loader) - mb * B;
+    return left < 0 ? 0 : left < B ? left : B;
+}
+
 // The batch, forward/backward over the micro-batches: s->loss and s->gnorm of the global batch.
+//
+// Qwen3-MoE with output_router_logits: the loss is HF Trainer's. Qwen3MoeForCausalLM returns per micro-batch
+// ce_sum / num_items_in_batch + coef x aux_mb; it accepts loss kwargs, so the Trainer, given
+// num_items_in_batch, does not divide by the accumulation steps, backpropagates that sum and logs the sum
+// over the micro-batches: the step's mean cross-entropy + coef x (aux_1 + ... + aux_k), the aux term NOT
+// averaged over the k micro-batches. The gradient (aux_scale 1 per micro-batch in qwen3_forward_backward)
+// and the logged loss both follow that; s->aux is the mean aux_m, what one forward's aux_loss reads.
 static int forward_backward(pt_trainer *t, step_state *s) {
     const int B = t->a.per_device_train_batch_size, accum = t->a.gradient_accumulation_steps;
     const size_t rows = (size_t)B * accum;
@@ -80,19 +99,27 @@ static int forward_backward(pt_trainer *t, step_state *s) {
     t->ops->data_sum(t, &tg, 1);  // the global batch's
     s->targets = (long)tg;
     t->ops->zero_grads(t);
-    double loss_sum = 0;
+    double loss_sum = 0, aux_sum = 0;
+    int aux_n = 0;
+    const bool aux_on = t->mdl->moe && t->mdl->cfg.output_router_logits;
     const float scale = s->targets > 0 ? (float)(1.0 / (double)s->targets) : 0.0f;
     for (int mb = 0; mb < accum; mb++) {
         double ls = 0;
         int nt = 0;
+        const int mrows = micro_batch_rows(t, mb, B);
+        if (mrows == 0) continue;
         size_t off = (size_t)mb * B * s->row_len;
         if (pos) qwen3_set_positions(t->mdl, pos + off);
-        if (qwen3_forward_backward(t->mdl, t->ids + off, t->labels + off, B, s->row_len, scale, &ls, &nt) != 0)
+        if (qwen3_forward_backward(t->mdl, t->ids + off, t->labels + off, mrows, s->row_len, scale, &ls, &nt) != 0)
             return -1;
         loss_sum += ls;
+        if (aux_on) aux_sum += qwen3_moe_aux_loss(t->mdl), aux_n++;
     }
     t->ops->finish_grads(t, &loss_sum);
     s->loss = s->targets > 0 ? loss_sum / (double)s->targets : 0.0;
+    s->has_aux = aux_n > 0;
+    s->aux = aux_n ? aux_sum / aux_n : 0.0;
+    if (aux_n) s->loss += t->mdl->cfg.router_aux_loss_coef * aux_sum;
     t->ops->fault_after_backward(t, s->step + 1, &s->loss);
     s->gnorm = t->ops->grad_norm(t);
     return 0;
@@ -103,6 +130,8 @@ static void build_record(pt_trainer *t, const step_state *s, pt_metrics_step *r)
     memset(r, 0, sizeof *r);
     r->step = s->step + 1;
     r->loss = s->loss;
+    r->has_aux_loss = s->has_aux;
+    r->aux_loss = s->aux;
     r->grad_norm = s->gnorm;
     r->lr = s->lr;
     r->epoch = pt_loader_epochs_done(t->loader, (uint64_t)(s->step + 1));  // passes over the data so far
