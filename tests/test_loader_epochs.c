@@ -87,7 +87,8 @@ static void test_packed(const char *path) {
     }
     pt_loader_free(l);
 
-    // Data-parallel: 2 ranks of the same global batch give the same rows (the empty ones on rank 1).
+    // Data-parallel: 2 ranks, each with its slice of each global micro-batch of 2 rows (as HF's Trainer shards
+    // them): step 2's first micro-batch holds rows 8 (rank 0) and 9 (rank 1), the second is empty.
     for (int r = 0; r < 2; r++) {
         pt_loader_config cr = c;
         cr.dp_rank = r;
@@ -97,8 +98,8 @@ static void test_packed(const char *path) {
         if (!lr) continue;
         int32_t bi[8], bl[8];
         CHECK(pt_loader_batch(lr, 2, bi, bl, &len) == 0 && pt_loader_last_real_rows(lr) == 2, "dp real rows");
-        if (r == 0) CHECK(bi[0] == 32 && bl[2 * T - 1] == 40, "dp rank 0 holds rows 8, 9");
-        else CHECK(bl[0] == -100 && bl[2 * T - 1] == -100, "dp rank 1 holds the empty rows");
+        CHECK(bi[0] == 32 + 4 * r && bl[T - 1] == 36 + 4 * r, "dp rank %d holds row %d first", r, 8 + r);
+        CHECK(bl[T] == -100 && bl[2 * T - 1] == -100, "dp rank %d: its slice of the second micro-batch is empty", r);
         pt_loader_free(lr);
     }
 

@@ -444,9 +444,9 @@ static void documents_row(const pt_loader *l, int p, uint64_t k, int32_t *in, in
 
 static void documents_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *labels) {
     const int T = l->cfg.seq_len, B = l->cfg.rows_per_step, b = B / parts(l);
-    const int local = pt_loader_local_rows(l), first = l->cfg.dp_rank * local;
+    const int local = pt_loader_local_rows(l);
     for (int r = 0; r < local; r++) {
-        const int j = first + r;
+        const int j = pt_loader_global_row(l, r);
         const size_t o = (size_t)r * T;
         documents_row(l, j / b, step * (uint64_t)b + (uint64_t)(j % b), inputs + o, labels + o, l->pos + o);
     }
@@ -490,6 +490,11 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg) {
     if (cfg->rows_per_step % cfg->dp_world != 0) {
         pt_set_error("data loader: the global batch of %d rows does not divide by %d data-parallel ranks",
                      cfg->rows_per_step, cfg->dp_world);
+        return NULL;
+    }
+    if (cfg->micro_rows > 0 && (cfg->micro_rows % cfg->dp_world || cfg->rows_per_step % cfg->micro_rows)) {
+        pt_set_error("data loader: micro-batches of %d rows do not split over %d data-parallel ranks and %d rows "
+                     "per step", cfg->micro_rows, cfg->dp_world, cfg->rows_per_step);
         return NULL;
     }
     if (cfg->mode != PT_LOADER_PACKED && cfg->mode != PT_LOADER_PADDED && cfg->mode != PT_LOADER_DOCUMENTS) {
@@ -591,6 +596,17 @@ void pt_loader_free(pt_loader *l) {
 // ---------------------------------------------------------------- batches
 
 int pt_loader_local_rows(const pt_loader *l) { return l->cfg.rows_per_step / l->cfg.dp_world; }
+
+// Each of the rank's micro-batches (b =
+// micro_rows / dp_world rows) is its slice of one global micro-batch, as Hugging Face's Trainer shards each
+// micro-batch of the data loader over the data-parallel ranks: so the global micro-batch i is the rows one
+// process with accumulation puts in its micro-batch i, whatever the rank count. What is computed per
+// micro-batch (a Qwen3-MoE load-balancing loss) therefore sees the same tokens on any layout.
+int pt_loader_global_row(const pt_loader *l, int r) {
+    if (l->cfg.mode == PT_LOADER_DOCUMENTS) return l->cfg.dp_rank * pt_loader_local_rows(l) + r;  // by part
+    const int W = l->cfg.dp_world, b = l->cfg.micro_rows > 0 ? l->cfg.micro_rows / W : pt_loader_local_rows(l);
+    return r / b * b * W + l->cfg.dp_rank * b + r % b;
+}
 uint64_t pt_loader_num_rows(const pt_loader *l) { return l->nrows; }
 const char *pt_loader_data_sha256(const pt_loader *l) { return l->sha; }
 uint64_t pt_loader_rows_per_epoch(const pt_loader *l) { return l->hf ? l->U : l->R; }
@@ -632,7 +648,7 @@ const char *pt_loader_state_key(const pt_loader *l) { return l->key; }
 
 int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *labels, int *row_len) {
     const int T = l->cfg.seq_len, B = l->cfg.rows_per_step;
-    const int local = pt_loader_local_rows(l), first = l->cfg.dp_rank * local;
+    const int local = pt_loader_local_rows(l);
     if (l->cfg.mode == PT_LOADER_DOCUMENTS) {
         documents_batch(l, step, inputs, labels);
         *row_len = T;
@@ -646,7 +662,7 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
         if (l->hf)  // the global batch's rows (the same on every rank)
             for (int j = 0; j < B; j++) real -= pt_loader_row_of(l, step, j) == PT_LOADER_NO_ROW;
         for (int r = 0; r < local; r++) {
-            uint64_t w = pt_loader_row_of(l, step, first + r);
+            uint64_t w = pt_loader_row_of(l, step, pt_loader_global_row(l, r));
             if (w == PT_LOADER_NO_ROW) {  // an empty row: no target
                 for (int t = 0; t < T; t++) {
                     inputs[(size_t)r * T + t] = 0;
@@ -686,7 +702,7 @@ int pt_loader_batch(pt_loader *l, uint64_t step, int32_t *inputs, int32_t *label
     l->all_positions += positions;
     l->last_pad = (double)(positions - content) / (double)positions;
     for (int r = 0; r < local; r++) {
-        uint64_t piece = l->grow[first + r];
+        uint64_t piece = l->grow[pt_loader_global_row(l, r)];
         uint32_t len = piece == PT_LOADER_NO_ROW ? 0 : l->piece_len[piece];
         if (len) copy_tokens(l, l->piece_start[piece], (uint64_t)len + 1, l->scratch);
         int32_t *in = inputs + (size_t)r * L, *lab = labels + (size_t)r * L;

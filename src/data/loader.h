@@ -2,9 +2,14 @@
 //
 // The batch of optimizer step s is a pure function of (data, config, seed, s):
 // the global batch (rows_per_step rows) is defined first, then rank r of a
-// data-parallel group of W ranks takes rows [r*rows/W, (r+1)*rows/W). So the
-// concatenation over ranks is the same for any W, and the cursor is just the
-// step number (restoring it = asking for step k in a new loader).
+// data-parallel group of W ranks takes its slice of each global micro-batch
+// (micro_rows rows, cut into W slices of micro_rows/W; without micro_rows the
+// whole batch is one micro-batch): Hugging Face's Trainer shards the loader's
+// micro-batches over the ranks the same way. So the union over ranks is the
+// same for any W, the global micro-batch i holds the rows one process puts in
+// its micro-batch i, and the cursor is just the step number (restoring it =
+// asking for step k in a new loader). Documents mode cuts its rows by part
+// instead (TorchTitan's ranks, below).
 //
 // Epoch boundaries (cfg.epochs):
 //   - PT_LOADER_EPOCHS_HF (what `portatrain train` uses by default): as Hugging
@@ -99,7 +104,7 @@ typedef struct {
     uint32_t model_vocab;   // every id must be < this (0: only the shards' own vocab is checked)
     // ---- epoch boundaries (see above) ----
     pt_loader_epochs epochs;
-    int micro_rows;         // "hf": global rows per micro-batch (batch x data ranks); 0 = rows_per_step
+    int micro_rows;         // global rows per micro-batch (batch x data ranks); 0 = rows_per_step
     bool drop_last;         // "hf": drop each epoch's incomplete last micro-batch (HF dataloader_drop_last)
     // ---- documents mode: parts the documents are split into (0 or 1: one) ----
     int doc_shards;
@@ -121,6 +126,9 @@ pt_loader *pt_loader_open(const pt_loader_config *cfg);
 void pt_loader_free(pt_loader *l);
 // Rows this rank gets per step.
 int pt_loader_local_rows(const pt_loader *l);
+// The global row (0 .. rows_per_step-1) of this rank's local row r: its slice of each global micro-batch
+// (the header's rule; documents mode: part by part).
+int pt_loader_global_row(const pt_loader *l, int r);
 // Fills this rank's rows of step `step`: inputs and labels are
 // [local_rows x row_len] int32 (labels -100 where ignored); *row_len is the
 // row length used (seq_len in packed mode, a bucket in padded mode).

@@ -56,7 +56,7 @@ static void fmt_eta(double s, char *buf, size_t n) {
 static uint64_t batch_fingerprint(pt_trainer *t, size_t rows, int row_len) {
     double half[2] = {0, 0};  // exact: < 2^21 rows x 2^32
     for (size_t r = 0; r < rows; r++) {
-        const uint64_t g = (uint64_t)t->data_rank * rows + r;
+        const uint64_t g = (uint64_t)pt_loader_global_row(t->loader, (int)r);
         XXH64_state_t hs;  // on the stack: no allocation per row
         XXH64_reset(&hs, g);
         XXH64_update(&hs, t->ids + r * row_len, sizeof(int32_t) * (size_t)row_len);
@@ -71,9 +71,11 @@ static uint64_t batch_fingerprint(pt_trainer *t, size_t rows, int row_len) {
 
 // Rows micro-batch mb runs on. A Qwen3-MoE micro-batch runs on its real rows only (none: skipped), as HF's
 // Trainer runs an epoch's short last micro-batches: the load-balancing loss counts every row it is given, so
-// empty rows would change it. A dense model keeps the full micro-batch (empty rows add nothing to it).
+// empty rows would change it. A dense model keeps the full micro-batch (empty rows add nothing to it), and so
+// do data-parallel ranks, whose micro-batches must keep one shape for the collectives inside them (HF's
+// accelerate evens them out too, by repeating rows).
 static int micro_batch_rows(const pt_trainer *t, int mb, int B) {
-    if (!t->mdl->moe) return B;
+    if (!t->mdl->moe || t->data_world > 1) return B;
     const int left = pt_loader_last_real_rows(t->loader) - mb * B;
     return left < 0 ? 0 : left < B ? left : B;
 }
