@@ -325,12 +325,11 @@ static void check_bf16_block(const char *backend) {
     const double dx_rel = rel_to_max(got, want_dx, (size_t)N * C, &dx_abs);
     printf("[bf16 block %s] dx: %zu of %d bitwise HF's, max %.2f bf16 steps, relative to max %.3e\n", backend, eq,
            N * C, sdx, dx_rel);
-    // measured 92% bitwise, 8.2e-4 of the largest (one bf16 step there: 3.9e-3); the rest is the router's
-    // d(logits), summed in double and rounded once where autograd rounds each term (docs/PRECISION.md).
-    // (Element-wise steps are printed only: where the terms of d(x) cancel, one step of a term is many
-    // steps of the sum.) Without swiglu_backward's bf16 roundings: 57% and 3.3e-3.
-    CHECK(dx_rel <= 1.5e-3 && eq >= (size_t)N * C * 85 / 100, "[bf16 block %s] dx: %.3e of the largest, %zu equal",
-          backend, dx_rel, eq);
+    // measured 57% bitwise, 3.3e-3 of the largest (one bf16 step there: 3.9e-3); swiglu_backward does not round
+    // HF's bf16 intermediates silu(gate) and d(act) * up (docs/PRECISION.md), most of the rest. (Element-wise
+    // steps are printed only: where the terms of d(x) cancel, one step of a term is many steps of the sum.)
+    CHECK(dx_rel <= 5e-3 && eq >= (size_t)N * C / 2, "[bf16 block %s] dx: %.3e of the largest, %zu equal", backend,
+          dx_rel, eq);
     real_t *grads = malloc(sizeof(real_t) * m.num_params);
     be->ops->download(be, grads, m.grads, sizeof(real_t) * m.num_params);
     double worst = 0;
@@ -346,8 +345,7 @@ static void check_bf16_block(const char *backend) {
         free(want);
     }
     printf("[bf16 block %s] router and expert gradients: worst relative-to-max error %.3e\n", backend, worst);
-    CHECK(worst <= 5e-3, "[bf16 block %s] gradients: worst %.3e > 5e-3 (measured 3.2e-3; 7.5e-3 without swiglu_backward's "
-          "bf16 roundings)", backend, worst);
+    CHECK(worst <= 1.5e-2, "[bf16 block %s] gradients: worst %.3e > 1.5e-2 (measured 7.5e-3)", backend, worst);
     void *bufs[] = {x, y, dy, dx};
     for (size_t i = 0; i < PT_ARRAY_LEN(bufs); i++) be->ops->free(be, bufs[i]);
     free(hx); free(hdy); free(want_y); free(want_dx); free(got); free(grads);

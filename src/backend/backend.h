@@ -168,8 +168,6 @@ typedef struct pt_backend_ops {
     //   rmsnorm_forward: out = bf16(w * bf16(inp * rstd))        (rstd in fp32)
     //   rope_forward:    out = bf16(bf16(x * cos) + bf16(rot(x) * sin))
     //   swiglu_forward:  out = bf16(bf16(silu(gate)) * up)
-    //   swiglu_backward: dup = dout * bf16(silu(gate)), dgate = bf16(dout * up)
-    //                    * silu'(gate) (autograd's bf16 mul, then silu's backward)
     //   lm_head_xent:    logits rounded to bf16 before the fp32 softmax/loss
     //                    (HF: logits.float()); d(logits) rounded to bf16 before
     //                    both matmuls of the backward.

@@ -410,8 +410,6 @@ static void rms_fwd_rows_bf16(float *out, float *rstd, const float *inp, const f
                               float eps);
 static inline float rb(float f);
 static void swiglu_fwd_blk_bf16(float *restrict out, const float *restrict gate, const float *restrict up, size_t n);
-static void swiglu_bwd_blk_bf16(float *restrict dgate, float *restrict dup, const float *restrict dout,
-                                const float *restrict gate, const float *restrict up, size_t n);
 
 // 1/sqrt(mean(x^2) + eps) of one row, the same for the fp32 and bf16 variants.
 static inline float rms_rstd(const float *x, int C, float eps) {
@@ -828,8 +826,7 @@ static void cpu_swiglu_forward(pt_backend *be, float *out, const float *gate, co
 static void cpu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
                                 const float *up, size_t n) {
     PROF_BEGIN(be);
-    if (be->bf16_casts) EW_LOOP(n, swiglu_bwd_blk_bf16(dgate + o, dup + o, dout + o, gate + o, up + o, len));
-    else EW_LOOP(n, swiglu_bwd_blk(dgate + o, dup + o, dout + o, gate + o, up + o, len));
+    EW_LOOP(n, swiglu_bwd_blk(dgate + o, dup + o, dout + o, gate + o, up + o, len));
     PROF_END(K_SWIGLU_B, 0);
 }
 static void cpu_add(pt_backend *be, float *out, const float *a, const float *b, size_t n) {
@@ -1164,18 +1161,6 @@ PT_CLONES static void swiglu_fwd_blk_bf16(float *restrict out, const float *rest
     for (size_t i = 0; i < n; i++) {
         const float x = gate[i];
         out[i] = rb(rb(x / (1.0f + vexp(-x))) * up[i]);
-    }
-}
-
-// autograd on a bf16 model: d(up) = dout * bf16(silu(gate)); silu's backward gets bf16(dout * up)
-PT_CLONES static void swiglu_bwd_blk_bf16(float *restrict dgate, float *restrict dup, const float *restrict dout,
-                                          const float *restrict gate, const float *restrict up, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const float x = gate[i];
-        const float sg = 1.0f / (1.0f + vexp(-x));
-        const float ds = rb(dout[i] * up[i]);
-        dup[i] = dout[i] * rb(x / (1.0f + vexp(-x)));  // the forward's rounded silu
-        dgate[i] = ds * (sg * (1.0f + x * (1.0f - sg)));
     }
 }
 

@@ -300,15 +300,13 @@ static void ref_swiglu_forward(pt_backend *be, real_t *out, const real_t *gate, 
 
 static void ref_swiglu_backward(pt_backend *be, real_t *dgate, real_t *dup, const real_t *dout, const real_t *gate,
                                 const real_t *up, size_t n) {
-    const bool bf16 = be->bf16_casts;
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
         real_t x = gate[i];
         real_t sg = 1 / (1 + exp(-x));
-        real_t s = bf16 ? RB(silu(x)) : x * sg;  // bf16: the forward's rounded silu
-        const real_t ds = bf16 ? RB(dout[i] * up[i]) : dout[i] * up[i];
+        real_t s = x * sg;
         dup[i] = dout[i] * s;
-        dgate[i] = ds * (sg * (1 + x * (1 - sg)));
+        dgate[i] = dout[i] * up[i] * (sg * (1 + x * (1 - sg)));
     }
 }
 

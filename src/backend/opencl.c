@@ -595,7 +595,6 @@ static void ocl_swiglu_backward(pt_backend *be, real_t *dgate, real_t *dup, cons
     ocl *o = O(be);
     argl a = {o->k_swiglu_bwd, 0, o};
     a_ptr(&a, dgate); a_ptr(&a, dup); a_ptr(&a, dout); a_ptr(&a, gate); a_ptr(&a, up); a_ulong(&a, n);
-    a_int(&a, be->bf16_casts);
     launch1(o, o->k_swiglu_bwd, n, 64);
 }
 

@@ -311,14 +311,13 @@ __kernel void swiglu_forward(__global float *out, ulong out_o, __global const fl
 
 __kernel void swiglu_backward(__global float *dgate, ulong dgate_o, __global float *dup, ulong dup_o,
                               __global const float *dout, ulong dout_o, __global const float *gate, ulong gate_o,
-                              __global const float *up, ulong up_o, ulong n, int bf16) {
+                              __global const float *up, ulong up_o, ulong n) {
     const size_t i = get_global_id(0);
     if (i >= n) return;
-    const float x = gate[gate_o + i], d = dout[dout_o + i], u = up[up_o + i];
+    const float x = gate[gate_o + i], d = dout[dout_o + i];
     const float sg = silu_sig(x);
-    const float s = bf16 ? bf16_round(x / (1.0f + exp(-x))) : x * sg, ds = bf16 ? bf16_round(d * u) : d * u;
-    dup[dup_o + i] = d * s;
-    dgate[dgate_o + i] = ds * (sg * (1.0f + x * (1.0f - sg)));
+    dup[dup_o + i] = d * (x * sg);
+    dgate[dgate_o + i] = d * up[up_o + i] * (sg * (1.0f + x * (1.0f - sg)));
 }
 
 __kernel void add(__global float *out, ulong out_o, __global const float *a, ulong a_o, __global const float *b,

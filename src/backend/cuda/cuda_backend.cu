@@ -814,14 +814,14 @@ PT_KERNEL void swiglu_fwd_k(float *out, const float *gate, const float *up, size
     EW_LOOP(i, n) out[i] = bf16 ? rb(rb(silu(gate[i])) * up[i]) : silu(gate[i]) * up[i];
 }
 PT_KERNEL void swiglu_bwd_k(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                            size_t n, int bf16) {
+                            size_t n) {
     EW_LOOP(i, n) {
         const float x = gate[i];
         const float sg = (float)(1.0 / (1.0 + exp(-(double)x)));
+        const float s = x * sg;
         const float g = dout[i], u = up[i];  // read before writing: dgate/dup may alias dout
-        const float s = bf16 ? rb(silu(x)) : x * sg, ds = bf16 ? rb(g * u) : g * u;
         dup[i] = g * s;
-        dgate[i] = ds * (sg * (1 + x * (1 - sg)));
+        dgate[i] = g * u * (sg * (1 + x * (1 - sg)));
     }
 }
 PT_KERNEL void add_k(float *out, const float *a, const float *b, size_t n) {
@@ -1218,7 +1218,7 @@ void cu_swiglu_forward(pt_backend *be, float *out, const float *gate, const floa
 void cu_swiglu_backward(pt_backend *be, float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, size_t n) {
     if (!n) return;
-    PT_LAUNCH(swiglu_bwd_k, ew_grid(n), EW, 0, S(be)->stream, dgate, dup, dout, gate, up, n, (int)be->bf16_casts);
+    PT_LAUNCH(swiglu_bwd_k, ew_grid(n), EW, 0, S(be)->stream, dgate, dup, dout, gate, up, n);
     check_launch("swiglu_backward");
 }
 void cu_moe_route(pt_backend *be, float *probs, int32_t *sel, float *topw, const float *logits, int N, int E, int K,
